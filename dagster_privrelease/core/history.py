@@ -1,0 +1,54 @@
+"""A release history as the judge reads it, and the judge's report.
+
+The judge (``verify.py``, ``attacks.py``, ``utility.py``) reads only this: the published tables of the
+DuckDB contract and, for publisher-side verification and for the adversary's background knowledge, the
+private snapshots and hosting groups. It never reads a model's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .spec import Spec
+
+
+@dataclass
+class History:
+    """Releases 1..n of one protected table.
+
+    spec:         the bound spec (taxonomies and sensitive domain filled in).
+    releases:     every ``published.release`` row: ``release_id, group_id, A, A__lo, A__hi, ..., <sensitive>``.
+    counterfeits: ``published.counterfeit``: ``release_id, group_id, count`` (R(j) of Xiao-Tao Def. 3).
+    snapshots:    ``private.snapshot``: ``release_id, <id>, <attributes>`` (T(j)); the publisher's truth and the
+                  adversary's background knowledge B(n) (QI values and lifespans, Xiao-Tao Def. 6).
+    hosting:      ``private.hosting``: ``release_id, <id>, group_id`` (each genuine tuple's hosting group).
+    """
+
+    spec: Spec
+    releases: pd.DataFrame
+    counterfeits: pd.DataFrame
+    snapshots: pd.DataFrame | None = None
+    hosting: pd.DataFrame | None = None
+
+    @property
+    def release_ids(self) -> list[int]:
+        return sorted(int(r) for r in self.releases["release_id"].unique())
+
+
+@dataclass
+class Report:
+    """The outcome of one verifier or attack.
+
+    name:       e.g. ``"m_invariance"`` or ``"intersection"``.
+    ok:         True when the guarantee holds / the attack disclosed nobody beyond the model's bound.
+    violations: one row per thing that broke, with the release, group or individual where it broke.
+    summary:    small numeric facts for the UI and the CLI (counts, minima, risks).
+    """
+
+    name: str
+    ok: bool
+    violations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    summary: dict[str, Any] = field(default_factory=dict)

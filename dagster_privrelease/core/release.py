@@ -1,0 +1,161 @@
+"""What a model produces and what it may read of the past.
+
+A model is a function ``publish(snapshot, spec, previous, rng) -> Release`` (see ``core/models.py``):
+
+- ``snapshot`` is T(n), validated by ``spec.validate_snapshot`` and the spec bound to it (``Spec.bind``);
+- ``previous`` is the last published release and its private side (``PreviousRelease``), or None for the
+  first release. By Xiao-Tao Lemma 4 this is all an incremental model needs: T(n-1), T*(n-1) and the hosting
+  groups; older releases are never read, so the cost of release n does not grow with n;
+- ``rng`` is the only source of randomness (deterministic given the spec's seed and the release id).
+
+``Release.table`` has the published columns of the DuckDB contract except ``release_id``: ``group_id``, for
+each released quasi-identifier ``A``: ``A`` (readable label), ``A__lo``, ``A__hi`` (inclusive; numbers for a
+numeric attribute, leaf ranks for a categorical one), the non-identifiers, the sensitive column. Counterfeit
+rows (Xiao-Tao Def. 2) carry their group's box, the sensitive value, and nulls in the non-identifiers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .hierarchy import interval_labels, widen
+from .spec import Spec
+
+
+@dataclass
+class Release:
+    """One release as computed by a model, before storage gives it a release id.
+
+    table:        published rows, shuffled (counterfeits indistinguishable).
+    hosting:      private; ``(<id>, group_id)`` of every genuine tuple (its hosting group, Xiao-Tao Def. 2).
+    counterfeits: published R(j) (Xiao-Tao Def. 3): ``(group_id, count)`` for groups holding counterfeits.
+    attributes:   the released quasi-identifiers, in spec order.
+    state:        private model state to persist beside the release (name -> frame); may be empty.
+    """
+
+    table: pd.DataFrame
+    hosting: pd.DataFrame
+    counterfeits: pd.DataFrame
+    model: str
+    params: dict[str, Any]
+    attributes: tuple[str, ...]
+    state: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def groups(self) -> int:
+        return int(self.table["group_id"].nunique())
+
+    @property
+    def counterfeit_count(self) -> int:
+        return int(self.counterfeits["count"].sum()) if len(self.counterfeits) else 0
+
+
+@dataclass
+class PreviousRelease:
+    """What a model may read of the past (Xiao-Tao Lemma 4): T(n-1), T*(n-1), R(n-1), hosting, state."""
+
+    release_id: int
+    snapshot: pd.DataFrame
+    table: pd.DataFrame
+    counterfeits: pd.DataFrame
+    hosting: pd.DataFrame
+    state: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def encode(snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
+    """The quasi-identifiers of a validated snapshot as an (n, d) float64 matrix, categoricals as leaf ranks.
+
+    Requires a bound spec (every categorical has a taxonomy).
+    """
+    names = attributes or tuple(spec.quasi_identifiers)
+    out = np.empty((len(snapshot), len(names)), dtype=np.float64)
+    for j, name in enumerate(names):
+        qi = spec.quasi_identifiers[name]
+        if qi.numeric:
+            out[:, j] = snapshot[name].to_numpy(dtype=np.float64)
+        else:
+            ranks = pd.Index(qi.taxonomy.leaves).get_indexer(snapshot[name].astype(str))
+            out[:, j] = ranks
+    return out
+
+
+def sensitive_codes(snapshot: pd.DataFrame, spec: Spec) -> np.ndarray:
+    """The sensitive column as int codes into ``spec.sensitive_values`` (bound spec)."""
+    return pd.Index(spec.sensitive_values).get_indexer(snapshot[spec.sensitive].astype(str))
+
+
+def group_boxes(
+    X: np.ndarray, groups: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None = None
+) -> pd.DataFrame:
+    """The generalised box of each group: for each attribute ``A``, ``A``, ``A__lo``, ``A__hi``; index group id.
+
+    Numeric: ``[min, max]`` widened to ``min_width`` (§4.1 of Xiao-Tao). Categorical: the closure (smallest
+    taxonomy node) of the group's leaves. ``X`` is ``encode(...)``'s matrix; ``groups`` the group id per row.
+    """
+    names = attributes or tuple(spec.quasi_identifiers)
+    frame = pd.DataFrame(X, columns=list(names))
+    frame["group_id"] = groups
+    agg = frame.groupby("group_id", sort=True).agg(["min", "max"])
+    boxes = {}
+    for name in names:
+        lo = agg[(name, "min")].to_numpy()
+        hi = agg[(name, "max")].to_numpy()
+        qi = spec.quasi_identifiers[name]
+        if qi.numeric:
+            lo, hi = widen(lo, hi, qi.min_width)
+            label = interval_labels(lo, hi)
+        else:
+            label, lo, hi = qi.taxonomy.generalise(lo.astype(np.int64), hi.astype(np.int64))
+        boxes[name] = label
+        boxes[f"{name}__lo"] = lo
+        boxes[f"{name}__hi"] = hi
+    return pd.DataFrame(boxes, index=agg.index)
+
+
+def build_release(
+    snapshot: pd.DataFrame,
+    groups: np.ndarray,
+    spec: Spec,
+    rng: np.random.Generator,
+    counterfeits: pd.DataFrame | None = None,
+    attributes: tuple[str, ...] | None = None,
+    state: dict[str, pd.DataFrame] | None = None,
+) -> Release:
+    """Publish a homogeneous partition: every tuple gets its group's box (Xiao-Tao Def. 2).
+
+    ``groups``: group id per snapshot row. ``counterfeits``: optional rows ``(group_id, <sensitive>)``, one per
+    counterfeit tuple; they take their group's box, which is computed from the genuine tuples only (a counterfeit
+    has no QI values). Rows are shuffled with ``rng`` so that position reveals nothing.
+    """
+    names = attributes or tuple(spec.quasi_identifiers)
+    groups = np.asarray(groups)
+    boxes = group_boxes(encode(snapshot, spec, names), groups, spec, names)
+    genuine = snapshot[[*spec.non_identifiers, spec.sensitive]].copy()
+    genuine.insert(0, "group_id", groups)
+    fakes = pd.DataFrame(columns=["group_id", spec.sensitive]) if counterfeits is None else counterfeits
+    fakes = fakes[["group_id", spec.sensitive]]
+    rows = pd.concat([genuine, fakes], ignore_index=True) if len(fakes) else genuine
+    rows = rows.join(boxes, on="group_id")
+    columns = ["group_id"]
+    for name in names:
+        columns += [name, f"{name}__lo", f"{name}__hi"]
+    columns += [*spec.non_identifiers, spec.sensitive]
+    table = rows[columns].iloc[rng.permutation(len(rows))].reset_index(drop=True)
+    table["group_id"] = table["group_id"].astype(np.int64)
+    hosting = pd.DataFrame({spec.id: snapshot[spec.id].to_numpy(), "group_id": groups.astype(np.int64)})
+    counts = (
+        fakes.groupby("group_id").size().rename("count").reset_index()
+        if len(fakes)
+        else pd.DataFrame({"group_id": pd.Series(dtype=np.int64), "count": pd.Series(dtype=np.int64)})
+    )
+    counts = counts.astype({"group_id": np.int64, "count": np.int64})
+    return Release(table, hosting, counts, spec.model.name, dict(spec.model.params), tuple(names), state or {})
+
+
+def release_rng(spec: Spec, release_id: int) -> np.random.Generator:
+    """The random generator of one release: deterministic in (spec seed, release id), so re-runs are identical."""
+    return np.random.default_rng([spec.seed, release_id])

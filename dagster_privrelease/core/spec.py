@@ -1,0 +1,326 @@
+"""The release spec: which column is the identifier, which is sensitive, the quasi-identifiers with their
+types and taxonomies, the non-identifiers, and the model with its parameters.
+
+A spec is loaded from YAML (``load_spec``) or a mapping (``parse_spec``) and refused at load time with a
+``SpecError`` naming the key and the rule. ``validate_snapshot`` checks a table against a spec and returns it
+normalised (numeric QIs as float, categoricals as str), raising ``SnapshotError`` naming the column and row.
+``bind`` fills the taxonomies the spec leaves out (flat, from the data) and the sensitive domain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from ..errors import SnapshotError, SpecError
+from .hierarchy import Taxonomy
+
+
+@dataclass(frozen=True)
+class Param:
+    """A model parameter: its type, its smallest value and its default (None: required)."""
+
+    kind: type
+    minimum: float | None = None
+    default: Any = None
+    choices: tuple | None = None
+
+
+#: Parameters of every model this package implements. A model registers here when it lands.
+MODELS: dict[str, dict[str, Param]] = {
+    "k_anonymity": {"k": Param(int, 2)},
+    "l_diversity": {"l": Param(int, 2), "form": Param(str, default="frequency", choices=("frequency", "distinct"))},
+    "m_invariance": {"m": Param(int, 2), "hold_back": Param(bool, default=False)},
+}
+
+#: The parameter of each model that cannot exceed the number of distinct sensitive values.
+DIVERSITY_PARAM = {"l_diversity": "l", "m_invariance": "m"}
+
+
+@dataclass(frozen=True)
+class QuasiIdentifier:
+    """A quasi-identifier: numeric (generalised to intervals of width >= ``min_width``) or categorical
+    (generalised to taxonomy nodes; ``taxonomy`` None until ``bind`` gives it the flat one)."""
+
+    name: str
+    type: str
+    min_width: float = 0.0
+    taxonomy: Taxonomy | None = None
+    written: bool = False  # taxonomy written in the spec (fixed) rather than flat from the data (grows)
+
+    @property
+    def numeric(self) -> bool:
+        return self.type == "numeric"
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated release spec. ``sensitive_values`` is the sensitive domain: written in the spec
+    (``sensitive_written``, fixed) or collected from the data by ``bind`` (None until then; grows)."""
+
+    name: str
+    id: str
+    sensitive: str
+    quasi_identifiers: dict[str, QuasiIdentifier]
+    model: Model
+    non_identifiers: tuple[str, ...] = ()
+    sensitive_values: tuple[str, ...] | None = None
+    seed: int = 0
+    sensitive_written: bool = False
+
+    @property
+    def columns(self) -> list[str]:
+        """Every column a snapshot must have: id, quasi-identifiers, non-identifiers, sensitive."""
+        return [self.id, *self.quasi_identifiers, *self.non_identifiers, self.sensitive]
+
+    @property
+    def bound(self) -> bool:
+        return self.sensitive_values is not None and all(
+            q.numeric or q.taxonomy is not None for q in self.quasi_identifiers.values()
+        )
+
+    def bind(self, snapshot: pd.DataFrame) -> Spec:
+        """This spec with the flat taxonomies and the sensitive domain extended by ``snapshot``'s values.
+
+        Written taxonomies and a written sensitive domain are kept as they are (``validate_snapshot`` refuses
+        values outside them). Flat ones grow by appending unseen values, so earlier ranks stay valid.
+        """
+        qis = {}
+        for name, qi in self.quasi_identifiers.items():
+            if not qi.numeric and not qi.written:
+                values = snapshot[name].astype(str).unique()
+                tax = Taxonomy.flat(values) if qi.taxonomy is None else qi.taxonomy.extended(values)
+                qi = dataclasses.replace(qi, taxonomy=tax)
+            qis[name] = qi
+        sensitive = self.sensitive_values
+        if not self.sensitive_written:
+            known = list(sensitive or ())
+            new = sorted(set(snapshot[self.sensitive].astype(str).unique()) - set(known))
+            sensitive = tuple(known + new)
+        spec = dataclasses.replace(self, quasi_identifiers=qis, sensitive_values=sensitive)
+        check_diversity_param(spec)
+        return spec
+
+
+def check_diversity_param(spec: Spec) -> None:
+    """Refuse an ℓ or m larger than the number of distinct sensitive values (no partition can satisfy it)."""
+    key = DIVERSITY_PARAM.get(spec.model.name)
+    if key is None or spec.sensitive_values is None:
+        return
+    value = spec.model.params[key]
+    if value > len(spec.sensitive_values):
+        raise SpecError(
+            f"model.{key}: {key}={value} is larger than the {len(spec.sensitive_values)} distinct values of the "
+            f"sensitive column {spec.sensitive!r}; no group can hold {value} different sensitive values"
+        )
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a YAML spec. Taxonomy files named in it are read relative to the spec's folder."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the spec ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML ({exc})") from exc
+    return parse_spec(raw, base=path.parent)
+
+
+def parse_spec(raw: Any, base: Path | None = None) -> Spec:
+    """Validate a spec given as a mapping (the YAML document). See the README for the keys."""
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"spec: expected a mapping of keys, got {type(raw).__name__}")
+    known = {"name", "id", "sensitive", "quasi_identifiers", "non_identifiers", "model", "seed"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise SpecError(f"spec: unknown key(s) {unknown}; the keys are {sorted(known)}")
+    for key in ("name", "id", "sensitive", "quasi_identifiers", "model"):
+        if key not in raw:
+            raise SpecError(f"spec: missing required key {key!r}")
+    name = _string(raw["name"], "name")
+    ident = _string(raw["id"], "id")
+    sensitive, sensitive_values = _sensitive(raw["sensitive"])
+    qis = _quasi_identifiers(raw["quasi_identifiers"], base)
+    non_ids = raw.get("non_identifiers") or []
+    if not isinstance(non_ids, list) or not all(isinstance(c, str) for c in non_ids):
+        raise SpecError("non_identifiers: expected a list of column names")
+    columns = [ident, sensitive, *qis, *non_ids]
+    duplicated = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicated:
+        raise SpecError(f"spec: column(s) {duplicated} have more than one role (id, sensitive, QI, non-identifier)")
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise SpecError(f"seed: expected an integer, got {seed!r}")
+    spec = Spec(name, ident, sensitive, qis, _model(raw["model"]), tuple(non_ids), sensitive_values, seed,
+                sensitive_written=sensitive_values is not None)
+    check_diversity_param(spec)
+    return spec
+
+
+def _string(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _sensitive(raw: Any) -> tuple[str, tuple[str, ...] | None]:
+    if isinstance(raw, str):
+        return _string(raw, "sensitive"), None
+    if isinstance(raw, Mapping) and set(raw) <= {"name", "values"} and "name" in raw:
+        values = raw.get("values")
+        if values is not None and (not isinstance(values, list) or not values):
+            raise SpecError("sensitive.values: expected a non-empty list of the sensitive domain")
+        return _string(raw["name"], "sensitive.name"), None if values is None else tuple(str(v) for v in values)
+    raise SpecError(f"sensitive: expected a column name or {{name: ..., values: [...]}}, got {raw!r}")
+
+
+def _quasi_identifiers(raw: Any, base: Path | None) -> dict[str, QuasiIdentifier]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise SpecError("quasi_identifiers: expected a non-empty mapping from column to {type: ...}")
+    qis = {}
+    for column, conf in raw.items():
+        where = f"quasi_identifiers.{column}"
+        if not isinstance(conf, Mapping) or conf.get("type") not in ("numeric", "categorical"):
+            raise SpecError(f"{where}.type: expected 'numeric' or 'categorical', got {conf!r}")
+        if conf["type"] == "numeric":
+            extra = sorted(set(conf) - {"type", "min_width"})
+            if extra:
+                raise SpecError(f"{where}: unknown key(s) {extra} for a numeric attribute (type, min_width)")
+            width = conf.get("min_width", 0)
+            if isinstance(width, bool) or not isinstance(width, int | float) or width < 0:
+                raise SpecError(f"{where}.min_width: expected a number >= 0, got {width!r}")
+            qis[column] = QuasiIdentifier(str(column), "numeric", float(width))
+        else:
+            extra = sorted(set(conf) - {"type", "hierarchy"})
+            if extra:
+                raise SpecError(f"{where}: unknown key(s) {extra} for a categorical attribute (type, hierarchy)")
+            tree = conf.get("hierarchy")
+            taxonomy = None if tree is None else Taxonomy.from_mapping(_tree(tree, base, where), f"{where}.hierarchy")
+            qis[column] = QuasiIdentifier(str(column), "categorical", 0.0, taxonomy, written=taxonomy is not None)
+    return qis
+
+
+def _tree(tree: Any, base: Path | None, where: str) -> Any:
+    """A taxonomy given inline, or as the path of a YAML file relative to the spec's folder."""
+    if not isinstance(tree, str):
+        return tree
+    path = (base or Path.cwd()) / tree
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"{where}.hierarchy: cannot read taxonomy file {path} ({exc.strerror})") from exc
+
+
+def _model(raw: Any) -> Model:
+    if not isinstance(raw, Mapping) or "name" not in raw:
+        raise SpecError(f"model: expected {{name: <model>, <parameters>}}, got {raw!r}")
+    name = raw["name"]
+    if name not in MODELS:
+        raise SpecError(f"model.name: unknown model {name!r}; the models are {sorted(MODELS)}")
+    schema = MODELS[name]
+    unknown = sorted(set(raw) - {"name"} - set(schema))
+    if unknown:
+        raise SpecError(f"model: unknown parameter(s) {unknown} for {name}; its parameters are {sorted(schema)}")
+    params = {}
+    for key, param in schema.items():
+        value = raw.get(key, param.default)
+        if value is None:
+            raise SpecError(f"model.{key}: {name} needs the parameter {key!r}")
+        if param.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise SpecError(f"model.{key}: expected an integer, got {value!r}")
+        if param.kind is bool and not isinstance(value, bool):
+            raise SpecError(f"model.{key}: expected true or false, got {value!r}")
+        if param.kind is str and not isinstance(value, str):
+            raise SpecError(f"model.{key}: expected a string, got {value!r}")
+        if param.minimum is not None and value < param.minimum:
+            raise SpecError(f"model.{key}: must be at least {param.minimum:g}, got {value!r}")
+        if param.choices is not None and value not in param.choices:
+            raise SpecError(f"model.{key}: must be one of {list(param.choices)}, got {value!r}")
+        params[key] = value
+    return Model(name, params)
+
+
+def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
+    """Check ``snapshot`` against ``spec`` and return it normalised, with exactly ``spec.columns``.
+
+    Refuses (SnapshotError naming column and row id): an empty table, a missing column, a duplicate id, a null
+    in the id, a QI or the sensitive column, a non-numeric value in a numeric QI, a value outside a written
+    taxonomy or a written sensitive domain. Vectorised: one pass per column.
+    """
+    if len(snapshot) == 0:
+        raise SnapshotError("snapshot is empty: a release needs at least one row")
+    missing = [c for c in spec.columns if c not in snapshot.columns]
+    if missing:
+        raise SnapshotError(f"snapshot is missing column(s) {missing} named in spec {spec.name!r}")
+    df = snapshot[spec.columns].reset_index(drop=True)
+    ids = df[spec.id]
+    _no_nulls(df, spec.id, ids)
+    dup = ids[ids.duplicated()]
+    if len(dup):
+        shown = [_plain(v) for v in dup.head(5)]
+        raise SnapshotError(f"column {spec.id!r}: duplicate id(s) {shown}; each individual appears once")
+    out = {spec.id: ids}
+    for name, qi in spec.quasi_identifiers.items():
+        col = df[name]
+        _no_nulls(df, name, ids)
+        if qi.numeric:
+            num = pd.to_numeric(col, errors="coerce")
+            bad = num.isna()
+            if bad.any():
+                row = bad.to_numpy().nonzero()[0][0]
+                raise SnapshotError(
+                    f"column {name!r}: non-numeric value {_plain(col.iloc[row])!r} in row with "
+                    f"{spec.id}={_plain(ids.iloc[row])!r}; {name} is a numeric quasi-identifier"
+                )
+            out[name] = num.astype(np.float64)
+        else:
+            text = col.astype(str)
+            if qi.written:
+                _in_domain(text, qi.taxonomy.leaves, name, ids, "its taxonomy")
+            out[name] = text
+    for name in spec.non_identifiers:
+        out[name] = df[name]
+    sens = df[spec.sensitive]
+    _no_nulls(df, spec.sensitive, ids)
+    sens = sens.astype(str)
+    if spec.sensitive_written:
+        _in_domain(sens, spec.sensitive_values, spec.sensitive, ids, "the sensitive domain")
+    out[spec.sensitive] = sens
+    return pd.DataFrame(out)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the plain Python value, so messages read ``id=7`` rather than ``id=np.int64(7)``."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _no_nulls(df: pd.DataFrame, column: str, ids: pd.Series) -> None:
+    nulls = df[column].isna()
+    if nulls.any():
+        row = nulls.to_numpy().nonzero()[0][0]
+        where = f"row {row}" if column == ids.name else f"row with {ids.name}={_plain(ids.iloc[row])!r}"
+        raise SnapshotError(f"column {column!r}: null value in {where}; {column} must be set in every row")
+
+
+def _in_domain(values: pd.Series, domain, column: str, ids: pd.Series, what: str) -> None:
+    bad = ~values.isin(pd.Index(domain))
+    if bad.any():
+        row = bad.to_numpy().nonzero()[0][0]
+        raise SnapshotError(
+            f"column {column!r}: value {_plain(values.iloc[row])!r} in row with {ids.name}={_plain(ids.iloc[row])!r} "
+            f"is not in {what} ({len(domain)} values, e.g. {list(domain[:5])})"
+        )
