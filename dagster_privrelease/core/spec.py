@@ -165,6 +165,8 @@ def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise SpecError(f"seed: expected an integer, got {seed!r}")
+    if seed < 0:
+        raise SpecError(f"seed: expected an integer >= 0, got {seed!r} (numpy seeds are non-negative)")
     spec = Spec(name, ident, sensitive, qis, _model(raw["model"]), tuple(non_ids), sensitive_values, seed,
                 sensitive_written=sensitive_values is not None)
     check_diversity_param(spec)
@@ -184,7 +186,11 @@ def _sensitive(raw: Any) -> tuple[str, tuple[str, ...] | None]:
         values = raw.get("values")
         if values is not None and (not isinstance(values, list) or not values):
             raise SpecError("sensitive.values: expected a non-empty list of the sensitive domain")
-        return _string(raw["name"], "sensitive.name"), None if values is None else tuple(str(v) for v in values)
+        text = None if values is None else tuple(str(v) for v in values)
+        repeated = sorted({v for v in text or () if text.count(v) > 1})
+        if repeated:
+            raise SpecError(f"sensitive.values: value(s) {repeated} listed more than once")
+        return _string(raw["name"], "sensitive.name"), text
     raise SpecError(f"sensitive: expected a column name or {{name: ..., values: [...]}}, got {raw!r}")
 
 
@@ -223,6 +229,8 @@ def _tree(tree: Any, base: Path | None, where: str) -> Any:
         return yaml.safe_load(path.read_text())
     except OSError as exc:
         raise SpecError(f"{where}.hierarchy: cannot read taxonomy file {path} ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{where}.hierarchy: taxonomy file {path} is not valid YAML ({exc})") from exc
 
 
 def _model(raw: Any) -> Model:

@@ -1,0 +1,303 @@
+"""The release spec (core/spec.py): every key parsed, every bad key refused with a message naming it, and the
+snapshot validator refusing bad tables with a message naming the column and the row."""
+
+from __future__ import annotations
+
+import copy
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dagster_privrelease.core.spec import MODELS, load_spec, parse_spec, validate_snapshot
+from dagster_privrelease.errors import SnapshotError, SpecError
+
+EDUCATION = {"Any": {"School": ["primary", "secondary"], "University": ["bachelor", "master", "doctorate"]}}
+
+
+def raw_spec(**overrides) -> dict:
+    """A complete spec using every key; ``overrides`` replace top-level keys (None removes one)."""
+    raw = {
+        "name": "clinic",
+        "id": "pid",
+        "sensitive": {"name": "disease", "values": ["flu", "gastritis", "dyspepsia", "bronchitis"]},
+        "quasi_identifiers": {
+            "age": {"type": "numeric", "min_width": 2},
+            "education": {"type": "categorical", "hierarchy": copy.deepcopy(EDUCATION)},
+            "city": {"type": "categorical"},
+        },
+        "non_identifiers": ["visits"],
+        "model": {"name": "m_invariance", "m": 3},
+        "seed": 42,
+    }
+    for key, value in overrides.items():
+        if value is None:
+            raw.pop(key)
+        else:
+            raw[key] = value
+    return raw
+
+
+def snapshot(n: int = 6) -> pd.DataFrame:
+    return pd.DataFrame({
+        "pid": np.arange(100, 100 + n),
+        "age": np.arange(30, 30 + n),
+        "education": (["primary", "master", "doctorate"] * n)[:n],
+        "city": (["Oslo", "Lima"] * n)[:n],
+        "visits": np.arange(n) % 3,
+        "disease": (["flu", "gastritis", "dyspepsia"] * n)[:n],
+        "extra": "dropped",
+    })
+
+
+# ----------------------------------------------------------------------------------------------- parsing
+
+
+def test_every_key_is_parsed():
+    spec = parse_spec(raw_spec())
+    assert (spec.name, spec.id, spec.sensitive, spec.seed) == ("clinic", "pid", "disease", 42)
+    assert spec.sensitive_values == ("flu", "gastritis", "dyspepsia", "bronchitis") and spec.sensitive_written
+    assert list(spec.quasi_identifiers) == ["age", "education", "city"]
+    age, education, city = spec.quasi_identifiers.values()
+    assert age.numeric and age.min_width == 2.0 and age.taxonomy is None
+    assert education.type == "categorical" and education.written
+    assert education.taxonomy.leaves == ("primary", "secondary", "bachelor", "master", "doctorate")
+    assert city.type == "categorical" and city.taxonomy is None and not city.written
+    assert spec.non_identifiers == ("visits",)
+    assert spec.model.name == "m_invariance" and spec.model.params == {"m": 3, "hold_back": False}
+    assert spec.columns == ["pid", "age", "education", "city", "visits", "disease"]
+    assert not spec.bound
+
+
+def test_defaults_of_optional_keys():
+    spec = parse_spec(raw_spec(non_identifiers=None, seed=None, sensitive="disease",
+                               model={"name": "l_diversity", "l": 2}))
+    assert spec.non_identifiers == () and spec.seed == 0
+    assert spec.sensitive_values is None and not spec.sensitive_written
+    assert spec.model.params == {"l": 2, "form": "frequency"}
+    assert spec.quasi_identifiers["age"].min_width == 2.0
+    bare = parse_spec(raw_spec(quasi_identifiers={"age": {"type": "numeric"}}))
+    assert bare.quasi_identifiers["age"].min_width == 0.0
+
+
+def test_every_registered_model_parses_with_its_required_parameters():
+    for name, schema in MODELS.items():
+        params = {key: (p.minimum if p.kind is int else p.default) for key, p in schema.items()}
+        params = {k: (int(v) if isinstance(v, float) else v) for k, v in params.items()}
+        spec = parse_spec(raw_spec(model={"name": name, **params}))
+        assert spec.model.name == name and set(spec.model.params) == set(schema)
+
+
+def test_load_spec_reads_taxonomy_files_relative_to_the_spec(tmp_path):
+    (tmp_path / "hierarchies").mkdir()
+    (tmp_path / "hierarchies" / "edu.yaml").write_text("Any:\n  Low: [primary, secondary]\n  High: [master]\n")
+    (tmp_path / "spec.yaml").write_text(textwrap.dedent("""\
+        name: clinic
+        id: pid
+        sensitive: disease
+        quasi_identifiers:
+          education: {type: categorical, hierarchy: hierarchies/edu.yaml}
+        model: {name: k_anonymity, k: 2}
+        """))
+    spec = load_spec(tmp_path / "spec.yaml")
+    qi = spec.quasi_identifiers["education"]
+    assert qi.written and qi.taxonomy.leaves == ("primary", "secondary", "master")
+    assert [n.name for n in qi.taxonomy.nodes] == ["Any", "Low", "primary", "secondary", "High", "master"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (["not", "a", "mapping"], "spec: expected a mapping of keys, got list"),
+        (raw_spec(colour="red"), r"spec: unknown key\(s\) \['colour'\]"),
+        (raw_spec(model=None), "spec: missing required key 'model'"),
+        (raw_spec(id=None), "spec: missing required key 'id'"),
+        (raw_spec(name=""), "name: expected a non-empty string, got ''"),
+        (raw_spec(id=7), "id: expected a non-empty string, got 7"),
+        (raw_spec(sensitive=["disease"]), r"sensitive: expected a column name or \{name: \.\.\., values"),
+        (raw_spec(sensitive={"name": "disease", "domain": ["flu"]}), "sensitive: expected a column name"),
+        (raw_spec(sensitive={"name": "disease", "values": []}), "sensitive.values: expected a non-empty list"),
+        (raw_spec(quasi_identifiers={}), "quasi_identifiers: expected a non-empty mapping"),
+        (raw_spec(quasi_identifiers=["age"]), "quasi_identifiers: expected a non-empty mapping"),
+        (raw_spec(quasi_identifiers={"age": {"type": "number"}}), "quasi_identifiers.age.type: expected 'numeric'"),
+        (raw_spec(quasi_identifiers={"age": "numeric"}), "quasi_identifiers.age.type: expected 'numeric'"),
+        (raw_spec(quasi_identifiers={"age": {"type": "numeric", "hierarchy": {}}}),
+         r"quasi_identifiers.age: unknown key\(s\) \['hierarchy'\] for a numeric attribute"),
+        (raw_spec(quasi_identifiers={"age": {"type": "numeric", "min_width": -1}}),
+         "quasi_identifiers.age.min_width: expected a number >= 0, got -1"),
+        (raw_spec(quasi_identifiers={"age": {"type": "numeric", "min_width": True}}),
+         "quasi_identifiers.age.min_width: expected a number >= 0, got True"),
+        (raw_spec(quasi_identifiers={"age": {"type": "numeric", "min_width": "2"}}),
+         "quasi_identifiers.age.min_width: expected a number >= 0, got '2'"),
+        (raw_spec(quasi_identifiers={"city": {"type": "categorical", "min_width": 1}}),
+         r"quasi_identifiers.city: unknown key\(s\) \['min_width'\] for a categorical attribute"),
+        (raw_spec(non_identifiers="visits"), "non_identifiers: expected a list of column names"),
+        (raw_spec(non_identifiers=["visits", 3]), "non_identifiers: expected a list of column names"),
+        (raw_spec(non_identifiers=["age"]), r"spec: column\(s\) \['age'\] have more than one role"),
+        (raw_spec(id="disease"), r"spec: column\(s\) \['disease'\] have more than one role"),
+        (raw_spec(seed="42"), "seed: expected an integer, got '42'"),
+        (raw_spec(seed=True), "seed: expected an integer, got True"),
+        (raw_spec(seed=-1), "seed: expected an integer >= 0, got -1"),
+    ],
+)
+def test_bad_spec_is_refused_naming_the_key(raw, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("m_invariance", r"model: expected \{name: <model>, <parameters>\}, got 'm_invariance'"),
+        ({"m": 2}, r"model: expected \{name: <model>"),
+        ({"name": "t_closeness", "t": 0.2}, r"model.name: unknown model 't_closeness'; the models are \["),
+        ({"name": "m_invariance", "m": 2, "k": 3}, r"model: unknown parameter\(s\) \['k'\] for m_invariance"),
+        ({"name": "k_anonymity"}, "model.k: k_anonymity needs the parameter 'k'"),
+        ({"name": "k_anonymity", "k": None}, "model.k: k_anonymity needs the parameter 'k'"),
+        ({"name": "k_anonymity", "k": "5"}, "model.k: expected an integer, got '5'"),
+        ({"name": "k_anonymity", "k": 2.5}, "model.k: expected an integer, got 2.5"),
+        ({"name": "k_anonymity", "k": True}, "model.k: expected an integer, got True"),
+        ({"name": "k_anonymity", "k": 1}, "model.k: must be at least 2, got 1"),
+        ({"name": "l_diversity", "l": 0}, "model.l: must be at least 2, got 0"),
+        ({"name": "m_invariance", "m": 1}, "model.m: must be at least 2, got 1"),
+        ({"name": "m_invariance", "m": 2, "hold_back": "yes"}, "model.hold_back: expected true or false, got 'yes'"),
+        ({"name": "l_diversity", "l": 2, "form": 3}, "model.form: expected a string, got 3"),
+        ({"name": "l_diversity", "l": 2, "form": "entropy"},
+         r"model.form: must be one of \['frequency', 'distinct'\], got 'entropy'"),
+    ],
+)
+def test_bad_model_is_refused_naming_the_parameter(model, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw_spec(model=model))
+
+
+def test_diversity_larger_than_the_written_sensitive_domain_is_refused_at_load():
+    with pytest.raises(SpecError, match=r"model.m: m=5 is larger than the 4 distinct values of the sensitive column "
+                                        r"'disease'"):
+        parse_spec(raw_spec(model={"name": "m_invariance", "m": 5}))
+    with pytest.raises(SpecError, match="model.l: l=5 is larger than the 4 distinct values"):
+        parse_spec(raw_spec(model={"name": "l_diversity", "l": 5}))
+    assert parse_spec(raw_spec(model={"name": "m_invariance", "m": 4})).model.params["m"] == 4
+    # k is not a diversity parameter: k-anonymity does not need k distinct sensitive values
+    assert parse_spec(raw_spec(model={"name": "k_anonymity", "k": 50})).model.params["k"] == 50
+
+
+def test_repeated_sensitive_values_do_not_count_twice():
+    with pytest.raises(SpecError, match=r"sensitive.values: value\(s\) \['flu'\] listed more than once"):
+        parse_spec(raw_spec(sensitive={"name": "disease", "values": ["flu", "flu", "gastritis"]}))
+
+
+def test_diversity_larger_than_the_sensitive_values_of_the_data_is_refused_at_bind():
+    spec = parse_spec(raw_spec(sensitive="disease"))  # m = 3, domain from the data
+    assert spec.bind(snapshot()).sensitive_values == ("dyspepsia", "flu", "gastritis")
+    with pytest.raises(SpecError, match=r"model.m: m=3 is larger than the 2 distinct values of the sensitive column"):
+        spec.bind(snapshot().assign(disease=["flu", "gastritis"] * 3))
+
+
+@pytest.mark.parametrize(
+    ("tree", "message"),
+    [
+        ({"A": ["x"], "B": ["y"]},
+         "quasi_identifiers.education.hierarchy: a taxonomy is a mapping with exactly one root"),
+        (["x", "y"], "a taxonomy is a mapping with exactly one root key"),
+        ({"Any": {}}, r"quasi_identifiers.education.hierarchy.Any: node 'Any' has no children"),
+        ({"Any": {"Low": []}}, r"hierarchy.Any.Low: node 'Low' has an empty list of leaves"),
+        ({"Any": {"Low": ["x", ["y"]]}}, r"hierarchy.Any.Low: leaves of 'Low' must be plain values, got \['y'\]"),
+        ({"Any": {"Low": "x"}}, r"hierarchy.Any.Low: node 'Low' must map to a mapping or a list of leaves, got 'x'"),
+        ({"Any": {"Low": ["x", "y"], "High": ["y"]}}, "quasi_identifiers.education.hierarchy: leaf 'y' appears more"),
+    ],
+)
+def test_bad_taxonomy_is_refused_naming_the_node(tree, message):
+    qis = {"education": {"type": "categorical", "hierarchy": tree}}
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw_spec(quasi_identifiers=qis))
+
+
+def test_bad_files_are_refused_naming_them(tmp_path):
+    with pytest.raises(SpecError, match=r"missing.yaml: cannot read the spec"):
+        load_spec(tmp_path / "missing.yaml")
+    (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match=r"broken.yaml: not valid YAML"):
+        load_spec(tmp_path / "broken.yaml")
+    qis = {"education": {"type": "categorical", "hierarchy": "nowhere.yaml"}}
+    with pytest.raises(SpecError, match=r"quasi_identifiers.education.hierarchy: cannot read taxonomy file .*nowhere"):
+        parse_spec(raw_spec(quasi_identifiers=qis), base=tmp_path)
+    (tmp_path / "bad_tree.yaml").write_text("Any: [x, y\n")
+    qis = {"education": {"type": "categorical", "hierarchy": "bad_tree.yaml"}}
+    with pytest.raises(SpecError, match=r"quasi_identifiers.education.hierarchy: taxonomy file .*bad_tree.yaml is not "
+                                        r"valid YAML"):
+        parse_spec(raw_spec(quasi_identifiers=qis), base=tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------- snapshots
+
+
+def test_validate_snapshot_normalises():
+    spec = parse_spec(raw_spec())
+    out = validate_snapshot(snapshot().assign(age=lambda d: d["age"].astype(str)), spec)
+    assert out.columns.tolist() == spec.columns  # 'extra' dropped, spec order
+    assert out["age"].dtype == np.float64 and out["age"].tolist() == [30.0, 31.0, 32.0, 33.0, 34.0, 35.0]
+    assert out["education"].map(type).eq(str).all() and out["disease"].map(type).eq(str).all()
+    assert out["pid"].tolist() == list(range(100, 106))
+    assert out["visits"].tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_validate_snapshot_reads_categorical_codes_as_strings():
+    spec = parse_spec(raw_spec(quasi_identifiers={"zone": {"type": "categorical", "hierarchy": {"Any": [1, 2]}}},
+                               non_identifiers=None))
+    out = validate_snapshot(snapshot().assign(zone=[1, 2, 1, 2, 1, 2]), spec)
+    assert out["zone"].tolist() == ["1", "2", "1", "2", "1", "2"]
+
+
+def _broken(column: str, row: int, value) -> pd.DataFrame:
+    df = snapshot()
+    df[column] = df[column].astype(object)
+    df.loc[row, column] = value
+    return df
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (snapshot().iloc[:0], "snapshot is empty"),
+        (snapshot().drop(columns=["education", "visits"]),
+         r"snapshot is missing column\(s\) \['education', 'visits'\] named in spec 'clinic'"),
+        (_broken("pid", 2, None), "column 'pid': null value in row 2"),
+        (snapshot().assign(pid=[1, 2, 3, 2, 3, 4]), r"column 'pid': duplicate id\(s\) \[2, 3\]"),
+        (_broken("age", 3, np.nan), "column 'age': null value in row with pid=103; age must be set in every row"),
+        (_broken("education", 1, None), "column 'education': null value in row with pid=101"),
+        (_broken("city", 5, None), "column 'city': null value in row with pid=105"),
+        (_broken("disease", 4, None), "column 'disease': null value in row with pid=104"),
+        (_broken("age", 2, "thirty"),
+         "column 'age': non-numeric value 'thirty' in row with pid=102; age is a numeric quasi-identifier"),
+        (_broken("education", 4, "kindergarten"),
+         r"column 'education': value 'kindergarten' in row with pid=104 is not in its taxonomy \(5 values"),
+        (_broken("disease", 0, "cold"),
+         r"column 'disease': value 'cold' in row with pid=100 is not in the sensitive domain \(4 values"),
+    ],
+)
+def test_bad_snapshot_is_refused_naming_column_and_row(table, message):
+    with pytest.raises(SnapshotError, match=message):
+        validate_snapshot(table, parse_spec(raw_spec()))
+
+
+def test_bind_fills_flat_taxonomies_and_grows_them_keeping_ranks():
+    spec = parse_spec(raw_spec(sensitive="disease", model={"name": "k_anonymity", "k": 2}))
+    first = spec.bind(validate_snapshot(snapshot(), spec))
+    assert first.bound
+    city = first.quasi_identifiers["city"].taxonomy
+    assert city.leaves == ("Lima", "Oslo") and not first.quasi_identifiers["city"].written
+    assert first.quasi_identifiers["education"].taxonomy is spec.quasi_identifiers["education"].taxonomy
+    later = snapshot().assign(city=["Accra", "Oslo", "Zagreb", "Lima", "Oslo", "Accra"],
+                              disease=["asthma", "flu", "flu", "flu", "flu", "flu"])
+    second = first.bind(validate_snapshot(later, first))
+    assert second.quasi_identifiers["city"].taxonomy.leaves == ("Lima", "Oslo", "Accra", "Zagreb")
+    assert second.sensitive_values == ("dyspepsia", "flu", "gastritis", "asthma")
+
+
+def test_a_written_domain_does_not_grow():
+    spec = parse_spec(raw_spec())
+    bound = spec.bind(validate_snapshot(snapshot(), spec))
+    assert bound.sensitive_values == spec.sensitive_values
+    assert bound.quasi_identifiers["education"].taxonomy is spec.quasi_identifiers["education"].taxonomy
