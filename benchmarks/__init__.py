@@ -1,0 +1,1 @@
+"""Scale and peer benchmarks: ``python -m benchmarks [name ...]`` runs every ``bench_*.py`` module's ``main()``."""

@@ -1,0 +1,88 @@
+"""Helpers shared by the benchmarks: timing, the peer tools' own virtual environments, and result tables.
+
+A figure that cannot be measured (no data, no peer) is skipped with a printed reason, never silently.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+console = Console() if sys.stdout.isatty() else Console(width=160)  # a log keeps whole rows
+
+
+class PeerUnavailable(RuntimeError):
+    """A peer tool could not be installed or run; the message says why."""
+
+
+def timed(fn: Callable[..., Any], *args, repeat: int = 1, **kwargs) -> tuple[Any, float]:
+    """``(result, seconds)``: the best wall-clock time of ``repeat`` calls, and the last call's result."""
+    best = float("inf")
+    result = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        best = min(best, time.perf_counter() - start)
+    return result, best
+
+
+def ratio(numerator: float | None, denominator: float | None) -> str:
+    """``numerator / denominator`` as ``"12.3x"``, or ``"-"`` when either is missing or the denominator is 0."""
+    if numerator is None or denominator is None or denominator == 0:
+        return "-"
+    return f"{numerator / denominator:.3g}x"
+
+
+def figure(value: float | None, digits: int = 3) -> str:
+    """A measured number for a table cell (``"-"`` when not measured)."""
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def skip(what: str, reason: str) -> None:
+    """Say that a figure is skipped, and why."""
+    console.print(f"[yellow]skipped[/yellow] {what}: {reason}")
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> None:
+    """Print a result table (rich), with an optional note under it."""
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*(str(cell) for cell in row))
+    console.print(table)
+    if note:
+        console.print(note)
+
+
+def peer_python(venv: str, requirement: str) -> Path:
+    """The Python of the peer's own virtual environment ``ROOT/venv``, created with ``requirement`` if missing.
+
+    Peers pin old numpy/pandas, so they never share the project's environment. Raises PeerUnavailable with
+    pip's last lines when the install fails (e.g. no registry).
+    """
+    path = ROOT / venv
+    python = path / "bin" / "python"
+    package = requirement.split("==")[0]
+    if python.exists() and _run([str(python), "-c", f"import {package}"]).returncode == 0:
+        return python
+    console.print(f"creating {path} with {requirement} (once) ...")
+    steps = ([sys.executable, "-m", "venv", str(path)], [str(path / "bin" / "pip"), "install", "-q", requirement])
+    for step in steps:
+        done = _run(step)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+            raise PeerUnavailable(f"{' '.join(step)} failed: {tail}")
+    return python
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, check=False)
