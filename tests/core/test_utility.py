@@ -1,0 +1,131 @@
+"""Utility metrics on hand-computed tiny tables (exact values) and a counterfeit-corrected query estimate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dagster_privrelease.core import utility
+from dagster_privrelease.core.spec import parse_spec
+from tests.fixtures import xiao_tao
+
+
+def _spec():
+    raw = {
+        "name": "tiny", "id": "id",
+        "sensitive": {"name": "disease", "values": ["a", "b"]},
+        "quasi_identifiers": {"age": {"type": "numeric"},
+                              "sex": {"type": "categorical", "hierarchy": {"Any": {"M": ["m"], "F": ["f", "x"]}}}},
+        "model": {"name": "l_diversity", "l": 2},
+    }
+    return parse_spec(raw).bind(_snapshot())
+
+
+def _snapshot():
+    return pd.DataFrame({"id": [1, 2, 3, 4], "age": [20.0, 30.0, 40.0, 40.0], "sex": ["f", "x", "m", "m"],
+                         "disease": ["a", "b", "a", "a"]})
+
+
+def _table(counterfeit: bool = False):
+    """Group 1: age [20, 30], sex F (leaf ranks 1..2), diseases a, b (+ a counterfeit a); group 2: age 40, sex m."""
+    rows = [(1, 20, 30, "F", 1, 2, "a"), (1, 20, 30, "F", 1, 2, "b"), (2, 40, 40, "m", 0, 0, "a"),
+            (2, 40, 40, "m", 0, 0, "a")]
+    if counterfeit:
+        rows.append((1, 20, 30, "F", 1, 2, "a"))
+    frame = pd.DataFrame(rows, columns=["group_id", "age__lo", "age__hi", "sex", "sex__lo", "sex__hi", "disease"])
+    frame.insert(1, "age", [f"[{a}, {b}]" for a, b in zip(frame["age__lo"], frame["age__hi"], strict=True)])
+    return frame.astype({"age__lo": float, "age__hi": float, "sex__lo": float, "sex__hi": float})
+
+
+def test_loss_metric_exact():
+    # rows 1-2: age 10/20, sex (2 - 1)/(3 - 1); rows 3-4: 0. Mean over 8 entries: (0.5 + 0.5) * 2 / 8.
+    assert utility.loss_metric(_table(), _spec()) == pytest.approx(0.25)
+    assert utility.loss_metric(_table(), _spec(), attributes=("age",)) == pytest.approx(0.25)
+    assert utility.loss_metric(_table(), _spec(), domains={"age": 40}) == pytest.approx((0.25 + 0.5) * 2 / 8)
+
+
+def test_loss_metric_bounds_and_suppressed_entries():
+    spec = _spec()
+    exact = _table().assign(age__hi=lambda f: f["age__lo"], sex__lo=[1.0, 2.0, 0.0, 0.0],
+                            sex__hi=[1.0, 2.0, 0.0, 0.0])
+    assert utility.loss_metric(exact, spec) == 0.0
+    full = _table().assign(age__lo=20.0, age__hi=40.0, sex__lo=0.0, sex__hi=2.0)
+    assert utility.loss_metric(full, spec) == 1.0
+    # an attribute a (vertical) release leaves out is not averaged in (Shmueli-Tassa §6)
+    no_sex = _table().assign(sex=None, sex__lo=np.nan, sex__hi=np.nan)
+    assert utility.loss_metric(no_sex, spec) == pytest.approx(0.25)
+
+
+def test_ncp_exact():
+    # rows 1-2: (10/20 + 2/3) / 2 = 7/12; rows 3-4: 0
+    assert utility.ncp(_table(), _spec()) == pytest.approx(7 / 24)
+    assert utility.ncp(_table(), _spec(), weights={"age": 1.0, "sex": 0.0}) == pytest.approx(0.25)
+
+
+def test_entropy_measure_exact():
+    # age [20, 30] holds 20 and 30 (1/4 each): 1 bit; sex F holds f and x (1/4 each): 1 bit; group 2: 0 bits.
+    assert utility.entropy_measure(_table(), _snapshot(), _spec()) == pytest.approx(0.5)
+
+
+def test_discernibility_exact():
+    assert utility.discernibility(_table(), _spec()) == 8.0  # 2^2 + 2^2
+    assert utility.discernibility(_table(), _spec(), k=3) == 16.0  # both classes small: 4 * 2 + 4 * 2
+
+
+def test_discernibility_non_homogeneous_classes_are_identical_boxes():
+    table = _table().assign(group_id=pd.array([pd.NA] * 4, dtype="Int64"))
+    assert utility.discernibility(table, _spec()) == 8.0
+
+
+def test_kl_divergence_exact():
+    # p = (1/4, 1/4, 1/2); p* = (1/16, 1/16, 1/2): rows 1-2 spread 1/4 over 2 ages x 2 sexes.
+    assert utility.kl_divergence(_table(), _snapshot(), _spec()) == pytest.approx(math.log(2))
+
+
+def test_counterfeit_corrected_query_estimate():
+    """Xiao-Tao §5.2: group 1 has |QI*| = 3 with c3 = 1 counterfeit; query age in [20, 25], any sex, disease a:
+    c1 = 5/10, c2 = 2/3, so (3 - 1) * 1/2 * 2/3 = 2/3 (without R(j) it would be 1)."""
+    lo, hi = np.array([[20.0, 0.0, 0.0]]), np.array([[25.0, 2.0, 0.0]])
+    counterfeits = pd.DataFrame({"group_id": [1], "count": [1]})
+    spec = _spec()
+    est = utility.query_estimate(_table(counterfeit=True), counterfeits, spec, lo, hi)
+    assert est == pytest.approx([2 / 3])
+    naive = utility.query_estimate(_table(counterfeit=True), counterfeits.iloc[:0], spec, lo, hi)
+    assert naive == pytest.approx([1.0])
+    assert utility.query_actual(_snapshot(), spec, lo, hi).tolist() == [1]
+
+
+def test_random_queries_have_the_papers_range_length():
+    spec = _spec()
+    lo, hi = utility.random_queries(_snapshot(), spec, 0.1, 50, np.random.default_rng(3))
+    frac = 0.1 ** (1 / 3)
+    assert np.allclose(hi[:, 0] - lo[:, 0], 20 * frac)  # age domain 20..40
+    assert (hi[:, 1] - lo[:, 1] + 1 == round(3 * frac)).all()  # 3 leaves
+    assert (lo[:, 0] >= 20).all() and (hi[:, 0] <= 40).all()
+
+
+def test_query_error_is_deterministic_and_zero_without_generalisation():
+    spec = xiao_tao.spec()
+    snap = xiao_tao.table_1a()
+    table = xiao_tao.table_1b()
+    none = xiao_tao.table_1b().iloc[:0][["group_id"]].assign(count=[])
+    e1 = utility.query_error(table, snap, none, spec, rng=np.random.default_rng(7))
+    e2 = utility.query_error(table, snap, none, spec, rng=np.random.default_rng(7))
+    assert e1 == e2 and e1 > 0
+    exact = pd.DataFrame({"group_id": np.arange(len(snap)), "age": snap["age"], "age__lo": snap["age"],
+                          "age__hi": snap["age"], "zipcode": snap["zipcode"], "zipcode__lo": snap["zipcode"],
+                          "zipcode__hi": snap["zipcode"], "disease": snap["disease"]})
+    assert utility.query_error(exact, snap, none, spec, rng=np.random.default_rng(7)) == 0.0
+
+
+def test_summarise_reports_the_manifest_figures():
+    spec = xiao_tao.spec()
+    out = utility.summarise(xiao_tao.table_3a(), xiao_tao.table_3b(), spec, snapshot=xiao_tao.table_2a())
+    assert set(out) == {"lm", "ncp", "discernibility", "query_error", "rows", "groups", "counterfeits"}
+    assert (out["rows"], out["groups"], out["counterfeits"]) == (13.0, 6.0, 2.0)
+    assert out["discernibility"] == 3 * 4 + 1 * 9 + 2 * 4 + 0  # groups of sizes 2, 2, 3, 2, 2, 2
+    assert 0 < out["lm"] < 1 and not math.isnan(out["query_error"])
+    assert math.isnan(utility.summarise(xiao_tao.table_3a(), xiao_tao.table_3b(), spec)["query_error"])
