@@ -1,0 +1,202 @@
+"""The one code path from a snapshot to a published release.
+
+Four steps, each a function a Dagster asset (or the CLI) calls on a ``ReleaseStore``:
+
+1. ``stage``: validate the snapshot T(i) and store it (never overwriting an earlier capture of T(i));
+2. ``make_candidate``: run the spec's model on T(i), the bound spec and what it may read of release i-1
+   (Xiao-Tao Lemma 4), with the release's own random generator, and stage the candidate;
+3. ``judge``: the independent verifiers (``core.verify``) and the attack suite (``core.attacks``) over the
+   published history with the candidate appended, as the adversary would read it after publication;
+4. ``publish``: refuse (``NotPublishable``) when a blocking report failed, else publish the candidate with
+   its checks and utility (``core.utility.summarise``) in one transaction.
+
+A guarantee the model promises always blocks. Attacks block only for models that claim protection across
+releases (m-invariance and the later models); for the single-release baselines (k-anonymity, l-diversity) they
+are reported, not blocking: showing that they disclose across releases is the point of running them.
+Bad input fails in ``stage`` before anything is written, so nothing is ever half-published.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .core.attacks import attack_history
+from .core.history import Report
+from .core.models import publisher
+from .core.release import Release, release_rng
+from .core.spec import Spec, validate_snapshot
+from .core.stream import changes
+from .core.utility import summarise
+from .core.verify import verify_history
+from .errors import NotPublishable, SnapshotError, SpecError, StoreError
+from .storage import ReleaseStore, frame_digest
+
+#: Models whose guarantee holds within one release only: attacks on their history are reported, never blocking.
+SINGLE_RELEASE_MODELS = frozenset({"k_anonymity", "l_diversity"})
+
+#: The steps of ``release_next``, in order (names given to its ``on_step`` callback).
+STEPS = ("stage", "candidate", "judge", "publish")
+
+
+def read_snapshot(path: str | Path) -> pd.DataFrame:
+    """A snapshot file as a frame: ``.csv`` (header row) or ``.parquet``/``.pq``. SnapshotError naming the file
+    and the reason when it is missing, unreadable or of another format."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise SnapshotError(f"{path}: a snapshot is a .csv or .parquet file, got {suffix or 'no suffix'!r}")
+    try:
+        return pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"{path}: no such snapshot file") from exc
+    except Exception as exc:  # pandas and pyarrow raise many types for a malformed file
+        raise SnapshotError(f"{path}: cannot read the snapshot as {suffix[1:].upper()} ({exc})") from exc
+
+
+def next_release_id(store: ReleaseStore) -> int:
+    """The id the next release gets: one after the last published (1 for an empty store)."""
+    ids = store.release_ids()
+    return ids[-1] + 1 if ids else 1
+
+
+def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> pd.DataFrame:
+    """Validate ``df`` and store it as T(release_id); return the stored snapshot (an earlier capture of the same
+    release is returned unchanged). SnapshotError for rows the spec refuses, StoreError for an id out of order."""
+    store.ensure_schema()
+    return store.stage_snapshot(release_id, df)
+
+
+def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:
+    """``spec`` restricted to the quasi-identifiers one release publishes (all of them when None), in spec order.
+
+    SpecError for a name that is not a quasi-identifier of the spec.
+    """
+    if not attributes:
+        return spec
+    unknown = [a for a in attributes if a not in spec.quasi_identifiers]
+    if unknown:
+        raise SpecError(f"attributes {unknown} are not quasi-identifiers of spec {spec.name!r} "
+                            f"(they are {list(spec.quasi_identifiers)})")
+    kept = {n: q for n, q in spec.quasi_identifiers.items() if n in set(attributes)}
+    return dataclasses.replace(spec, quasi_identifiers=kept)
+
+
+def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None = None) -> Release:
+    """Run the spec's model on the staged T(release_id) and stage the result as the release's candidate.
+
+    The model reads T(i), the spec bound to the stored domains and T(i) (ranks never move), release i-1 and its
+    private side (``store.previous``: Xiao-Tao Lemma 4) and ``release_rng(spec, i)``, so a re-run is identical.
+    ``attributes`` restricts the published quasi-identifiers (a projection request); None publishes all.
+    """
+    snapshot = store.snapshot(release_id)
+    if snapshot is None:
+        raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+    previous = store.previous(release_id)
+    spec = model_spec(store.bound_spec(snapshot), attributes)
+    release = publisher(spec.model.name)(snapshot, spec, previous, release_rng(spec, release_id))
+    store.stage_candidate(release_id, release)
+    return release
+
+
+def judge(store: ReleaseStore, release_id: int) -> list[Report]:
+    """The verifiers and attacks over releases 1..i-1 plus the candidate of release i.
+
+    Each report's summary gets ``kind`` ("guarantee" or "attack") and ``blocking`` (a failed guarantee always
+    blocks; a disclosing attack blocks unless the model is a single-release baseline).
+    """
+    history = store.history(candidate=release_id)
+    attacks_block = history.spec.model.name not in SINGLE_RELEASE_MODELS
+    reports = []
+    for kind, found, blocks in (
+        ("guarantee", verify_history(history), True),
+        ("attack", attack_history(history), attacks_block),
+    ):
+        for report in found:
+            report.summary["kind"] = kind
+            report.summary["blocking"] = blocks
+            reports.append(report)
+    return reports
+
+
+def blocking_failures(reports: Sequence[Report]) -> list[Report]:
+    """The failed reports that forbid publication (a report without a ``blocking`` flag blocks)."""
+    return [r for r in reports if not r.ok and r.summary.get("blocking", True)]
+
+
+def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> dict:
+    """Publish the staged candidate of ``release_id`` with its checks and utility; return its summary.
+
+    Refuses (NotPublishable naming each failed report and its first violation) when a blocking report failed.
+    The summary: release_id, model, rows, groups, counterfeits, inserts, deletes, updates (against T(i-1)),
+    checks (name -> passed) and utility (``core.utility.summarise``).
+    """
+    failed = blocking_failures(reports)
+    if failed:
+        raise NotPublishable(f"release {release_id} is not published: " + "; ".join(map(_failure, failed)))
+    release = store.candidate(release_id)
+    snapshot = store.snapshot(release_id)
+    spec = store.bound_spec(snapshot)
+    utility = summarise(release.table, release.counterfeits, spec, snapshot=snapshot)
+    checks = {r.name: bool(r.ok) for r in reports}
+    store.publish(release_id, release, checks, utility)
+    before = store.snapshot(release_id - 1) if release_id > 1 else None
+    delta = (
+        changes(before, snapshot, spec.id)
+        if before is not None
+        else {"inserts": len(snapshot), "deletes": 0, "updates": 0}
+    )
+    return {
+        "release_id": release_id,
+        "model": release.model,
+        "rows": len(release.table),
+        "groups": release.groups,
+        "counterfeits": release.counterfeit_count,
+        **delta,
+        "checks": checks,
+        "utility": utility,
+    }
+
+
+def release_next(
+    store: ReleaseStore,
+    df: pd.DataFrame,
+    attributes: Sequence[str] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> dict:
+    """Stage, make the candidate, judge and publish ``df`` as the next release; return ``publish``'s summary.
+
+    When the next release was staged earlier (a run that stopped before publishing) from other rows, refuses
+    (StoreError) rather than silently publishing the old capture: ``ReleaseStore.discard`` drops it.
+    ``on_step(name)`` is called before each of ``STEPS``.
+    """
+    step = on_step or (lambda name: None)
+    with store.session():
+        release_id = next_release_id(store)
+        step("stage")
+        staged = store.snapshot(release_id)
+        if staged is not None and frame_digest(validate_snapshot(df, store.spec)) != frame_digest(staged):
+            raise StoreError(
+                f"release {release_id} was staged earlier from other rows and never published; a staged snapshot "
+                f"is never overwritten. Publish it as it is, or discard it first (privrelease discard --release "
+                f"{release_id})"
+            )
+        stage(store, release_id, df)
+        step("candidate")
+        make_candidate(store, release_id, attributes)
+        step("judge")
+        reports = judge(store, release_id)
+        step("publish")
+        return publish(store, release_id, reports)
+
+
+def _failure(report: Report) -> str:
+    """``name failed (n violations, first: {...})`` for a NotPublishable message."""
+    violations = report.violations
+    if violations is None or len(violations) == 0:
+        return f"{report.name} failed"
+    first = {k: (v.item() if hasattr(v, "item") else v) for k, v in violations.iloc[0].items()}
+    return f"{report.name} failed ({len(violations)} violation(s), first: {first})"

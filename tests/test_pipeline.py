@@ -1,0 +1,199 @@
+"""The release pipeline: stage -> candidate -> judge -> publish, bad input refused with nothing published."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dagster_privrelease import pipeline
+from dagster_privrelease.core.history import Report
+from dagster_privrelease.core.spec import parse_spec
+from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
+from dagster_privrelease.storage import ReleaseStore
+
+DISEASES = ("flu", "hiv", "gastritis", "bronchitis")
+
+
+def spec_of(model: dict) -> dict:
+    return {
+        "name": "clinic",
+        "id": "pid",
+        "sensitive": "disease",
+        "quasi_identifiers": {
+            "age": {"type": "numeric", "min_width": 1},
+            "sex": {"type": "categorical"},
+            "region": {"type": "categorical", "hierarchy": {"Any": {"North": ["n1", "n2"], "South": ["s1", "s2"]}}},
+        },
+        "non_identifiers": ["visits"],
+        "model": model,
+        "seed": 7,
+    }
+
+
+def table(ids) -> pd.DataFrame:
+    """Synthetic rows; each id's values depend on the id only, so a surviving row is unchanged across releases."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return pd.DataFrame({
+        "pid": ids,
+        "age": 20 + (ids * 37) % 60,
+        "sex": np.where(ids % 2 == 0, "F", "M"),
+        "region": np.array(["n1", "n2", "s1", "s2"])[(ids * 13) % 4],
+        "visits": (ids * 3) % 9,
+        "disease": np.array(DISEASES)[(ids * 5 + ids // 4) % 4],
+    })
+
+
+@pytest.fixture
+def store(tmp_path) -> ReleaseStore:
+    """A store whose calls share one connection (opening a DuckDB file costs ~50 ms)."""
+    with ReleaseStore(tmp_path / "clinic.duckdb", parse_spec(spec_of({"name": "l_diversity", "l": 2}))).session() as s:
+        yield s
+
+
+def assert_nothing_published(store: ReleaseStore) -> None:
+    assert store.release_ids() == []
+    assert store.snapshot(1) is None
+
+
+def test_release_next_publishes_a_stream(store):
+    first = pipeline.release_next(store, table(range(60)))
+    second = pipeline.release_next(store, table(range(10, 75)))
+    assert (first["release_id"], first["inserts"], first["deletes"]) == (1, 60, 0)
+    assert (second["release_id"], second["inserts"], second["deletes"], second["updates"]) == (2, 15, 10, 0)
+    assert second["rows"] == 65 and second["groups"] >= 2 and second["counterfeits"] == 0
+    assert 0 < second["utility"]["lm"] < 1
+    assert second["checks"]["l_diversity"] is True
+    manifest = store.manifest()
+    assert manifest["release_id"].tolist() == [1, 2]
+    assert manifest.loc[1, "checks"] == second["checks"]
+    assert manifest.loc[1, "utility"]["lm"] == pytest.approx(second["utility"]["lm"])
+
+
+def test_judge_marks_what_blocks(store):
+    pipeline.stage(store, 1, table(range(60)))
+    pipeline.make_candidate(store, 1)
+    reports = pipeline.judge(store, 1)
+    kinds = {r.summary["kind"] for r in reports}
+    assert kinds == {"guarantee", "attack"}
+    for report in reports:  # the l-diversity baseline: its attacks are reported, not blocking
+        assert report.summary["blocking"] is (report.summary["kind"] == "guarantee")
+
+
+def test_m_invariance_history_is_published_and_judged(tmp_path):
+    store = ReleaseStore(tmp_path / "m.duckdb", parse_spec(spec_of({"name": "m_invariance", "m": 2})))
+    pipeline.release_next(store, table(range(60)))
+    summary = pipeline.release_next(store, table(range(10, 70)))
+    assert summary["release_id"] == 2 and all(summary["checks"].values()), summary["checks"]
+    assert summary["checks"]["m_invariance"] is True
+    assert store.history().release_ids == [1, 2]
+
+
+def test_a_failed_blocking_report_refuses_publication(store):
+    pipeline.stage(store, 1, table(range(60)))
+    pipeline.make_candidate(store, 1)
+    broken = Report("m_invariance", False, pd.DataFrame({"release_id": [1], "group_id": [3]}), {"blocking": True})
+    with pytest.raises(NotPublishable, match=r"release 1 is not published: m_invariance failed \(1 violation.*"
+                                             r"'group_id': 3"):
+        pipeline.publish(store, 1, [broken])
+    assert store.release_ids() == []
+    reported = Report("intersection", False, pd.DataFrame({"pid": [4]}), {"blocking": False})
+    assert pipeline.publish(store, 1, [reported])["checks"] == {"intersection": False}
+    assert store.release_ids() == [1]
+
+
+def test_restaging_other_rows_is_refused_until_discarded(store):
+    pipeline.stage(store, 1, table(range(60)))
+    with pytest.raises(StoreError, match="release 1 was staged earlier from other rows.*discard"):
+        pipeline.release_next(store, table(range(100, 160)))
+    store.discard(1)
+    assert pipeline.release_next(store, table(range(100, 160)))["inserts"] == 60
+
+
+def test_unknown_attribute_is_refused(store):
+    pipeline.stage(store, 1, table(range(60)))
+    with pytest.raises(SpecError, match=r"attributes \['height'\] are not quasi-identifiers"):
+        pipeline.make_candidate(store, 1, ["age", "height"])
+
+
+def test_attribute_subset_publishes_a_projection(store):
+    pipeline.stage(store, 1, table(range(60)))
+    release = pipeline.make_candidate(store, 1, ["age", "region"])
+    assert release.attributes == ("age", "region")
+    assert "sex" not in release.table.columns and "sex__lo" not in release.table.columns
+
+
+# -- bad input: each refused with a message naming the problem, nothing published --------------------------
+
+
+def bad(kind: str) -> pd.DataFrame:
+    rows = table(range(60))
+    if kind == "missing column":
+        return rows.drop(columns="region")
+    if kind == "null in a quasi-identifier":
+        rows["sex"] = rows["sex"].astype(object)
+        rows.loc[5, "sex"] = None
+    elif kind == "null in the sensitive column":
+        rows.loc[7, "disease"] = None
+    elif kind == "value outside the taxonomy":
+        rows.loc[9, "region"] = "w1"
+    elif kind == "duplicate id":
+        rows.loc[11, "pid"] = 3
+    elif kind == "non-numeric numeric quasi-identifier":
+        rows["age"] = rows["age"].astype(object)
+        rows.loc[13, "age"] = "forty"
+    elif kind == "empty snapshot":
+        return rows.iloc[:0]
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("missing column", r"missing column\(s\) \['region'\]"),
+        ("null in a quasi-identifier", "column 'sex': null value in row with pid=5"),
+        ("null in the sensitive column", "column 'disease': null value in row with pid=7"),
+        ("value outside the taxonomy", "column 'region': value 'w1' in row with pid=9 is not in its taxonomy"),
+        ("duplicate id", r"column 'pid': duplicate id\(s\) \[3\]"),
+        ("non-numeric numeric quasi-identifier", "column 'age': non-numeric value 'forty' in row with pid=13"),
+        ("empty snapshot", "snapshot is empty"),
+    ],
+)
+def test_bad_snapshot_is_refused(store, kind, message):
+    with pytest.raises(SnapshotError, match=message):
+        pipeline.release_next(store, bad(kind))
+    assert_nothing_published(store)
+
+
+def test_unreadable_file_is_refused(tmp_path, store):
+    garbage = tmp_path / "rows.parquet"
+    garbage.write_bytes(b"not a parquet file")
+    with pytest.raises(SnapshotError, match=r"rows.parquet: cannot read the snapshot as PARQUET"):
+        pipeline.read_snapshot(garbage)
+    with pytest.raises(SnapshotError, match="no such snapshot file"):
+        pipeline.read_snapshot(tmp_path / "absent.csv")
+    with pytest.raises(SnapshotError, match=r"a snapshot is a .csv or .parquet file, got '.xlsx'"):
+        pipeline.read_snapshot(tmp_path / "rows.xlsx")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(SnapshotError, match="empty.csv: cannot read the snapshot as CSV"):
+        pipeline.read_snapshot(empty)
+    assert_nothing_published(store)
+
+
+def test_read_snapshot_reads_csv_and_parquet(tmp_path):
+    rows = table(range(20))
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    rows.to_parquet(tmp_path / "rows.parquet")
+    for name in ("rows.csv", "rows.parquet"):
+        pd.testing.assert_frame_equal(pipeline.read_snapshot(tmp_path / name), rows, check_dtype=False)
+
+
+def test_model_refusal_publishes_nothing(tmp_path):
+    spec = parse_spec(spec_of({"name": "l_diversity", "l": 4}))
+    store = ReleaseStore(tmp_path / "few.duckdb", spec)
+    rows = table(range(60))
+    rows["disease"] = np.where(rows["pid"] < 56, "flu", rows["disease"])  # 4 values, but flu dominates
+    with pytest.raises(NotPublishable):
+        pipeline.release_next(store, rows)
+    assert store.release_ids() == []
