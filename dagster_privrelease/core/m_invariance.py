@@ -1,0 +1,491 @@
+"""m-invariance: re-publication of a table under insertions and deletions (Xiao & Tao, SIGMOD 2007).
+
+A sequence of releases T*(1), ..., T*(n) is m-invariant (Def. 17) when every release is m-unique (each QI group
+has at least m tuples with pairwise different sensitive values) and every tuple's generalised hosting groups
+have the same *signature* (Def. 16: the set of sensitive values of the group, counterfeits included) in all the
+releases it appears in. Then an adversary holding the background knowledge B(n) of Def. 6 (every QI value,
+every lifespan, the counterfeit counts R(j)) infers no sensitive value with probability above 1/m (Lemma 3).
+
+By Lemma 4 release n needs only T(n-1), T*(n-1) and the hosting groups: ``publish`` reads nothing older, and
+its cost does not grow with n. The algorithm is the counterfeited generalisation of §4.1:
+
+1. **Division**: S∩ = T(n) ∩ T(n-1) is divided into *buckets* by signature (a tuple's signature is that of its
+   generalised hosting group in T*(n-1)).
+2. **Balancing**: a bucket is balanced when every value of its signature has the same number of tuples; a
+   shortage is filled with new tuples of S− = T(n) − T(n-1) while S− stays m-eligible, otherwise with
+   *counterfeits* (a sensitive value and no QI values).
+3. **Assignment** (Fig. 3): the rest of S− goes to buckets whose signature is the β most frequent values of
+   the current S−, α tuples per value, α and β from inequalities 5-7; by Lemma 5 this always succeeds when
+   S− is m-eligible.
+4. **Split** (§4.3): every balanced bucket is halved recursively into QI groups of exactly s tuples (s the
+   signature size); each cut is the least perimeter sum among the cuts of the per-value lists sorted along
+   every QI.
+
+The groups are generalised by ``release.build_release`` (boxes from genuine tuples only, numeric intervals
+widened to ``min_width`` as §4.1 asks, categorical values to the smallest taxonomy node) and R(n) counts the
+counterfeits per group. Group ids are numbered 1..g in the order of the groups' lower corners (Table 3a's
+numbering). The first release is the same algorithm with S∩ empty (assignment and split of all tuples), as the
+experiments of §5.2 compute every T*(j) with it: its few, large buckets (one per signature of Fig. 3) absorb
+later deletions evenly, whereas a partition whose every group has its own signature (e.g. Mondrian's m-unique
+one) turns nearly every deletion into a shortage, and on Census-KDD into hundreds of counterfeits per release.
+
+**Publishability** (§4.1): release n is allowed only when S− is m-eligible (no sensitive value in more than 1/m
+of the new tuples). Otherwise ``publish`` raises ``NotPublishable`` naming the over-represented values, by how
+much, and what would fix it. With the model parameter ``hold_back: true`` it instead *holds back* the fewest
+new tuples that make the published S− m-eligible (the surplus of the over-represented values, chosen at
+random with the release's generator). Held-back tuples are left out of T*(n) entirely (no row, no hosting
+group) and listed in ``Release.state["held_back"]``; while they stay in the source they are new tuples of
+every later release until one can take them. What this guarantees: the published history is exactly the
+m-invariant history of a table into which those tuples were inserted later, so Lemma 3's bound 1/m holds for
+an adversary whose lifespans (Def. 6) are the published ones. An adversary who knows a held-back tuple's true
+insertion time learns only that it was held back, i.e. that its value was over-represented among that
+release's insertions (at most m - 1 values can be); the value itself is protected by the group the tuple is
+finally published in.
+
+Updates of a tuple's sensitive value are outside this model (the m-Distinct model handles them) and are
+refused; changes of QI values are allowed (the tuple keeps its signature; its new values are generalised).
+A lifespan is one interval of releases (Def. 5): an id deleted from the source must not come back later. Lemma 4
+keeps no memory of deleted tuples, so a returning id is a new tuple here and may get another signature, which
+the verifier (``core.verify.m_invariance``, comparing every appearance with the previous one) reports.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import NotPublishable
+from .mondrian import domain_widths
+from .release import PreviousRelease, Release, build_release, encode, sensitive_codes
+from .spec import Spec
+
+
+def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator) -> Release:
+    """Model ``m_invariance``: T*(n) and R(n) of the validated ``snapshot`` T(n) under the bound ``spec``.
+
+    ``previous``: release n-1 (T(n-1), T*(n-1), hosting; Lemma 4), None for the first release. Raises
+    NotPublishable when the new tuples are not m-eligible and ``hold_back`` is off (module docstring), when a
+    tuple of T(n-1) changed its sensitive value, or when T*(n-1) has a group of fewer than m values. With
+    ``hold_back`` on, ``Release.state["held_back"]`` (one column, the id) lists the new tuples held back.
+    Deterministic given ``rng``. Cost O(|T(n)| log |T(n)|) per level of the split recursion, independent of n.
+    """
+    m = int(spec.model.params["m"])
+    hold_back = bool(spec.model.params.get("hold_back", False))
+    codes = sensitive_codes(snapshot, spec)
+    V = len(spec.sensitive_values)
+    if previous is None:
+        prev_group = np.full(len(snapshot), -1, dtype=np.int64)
+        signatures = np.zeros((0, V), dtype=bool)
+    else:
+        prev_group, signatures = previous_signatures(snapshot, spec, previous)
+    new = prev_group < 0
+    if hold_back:
+        held = hold_back_mask(codes, new, m, spec, rng)
+    else:
+        refuse_unless_eligible(codes[new], m, spec)
+        held = np.zeros(len(snapshot), dtype=bool)
+    state = {"held_back": snapshot.loc[held, [spec.id]].reset_index(drop=True)} if hold_back else {}
+    if held.all():
+        raise NotPublishable(
+            f"every one of the {len(snapshot)} tuples would be held back (the new tuples have fewer than m={m} "
+            f"sensitive values in proportions that can be m-eligible); nothing to publish"
+        )
+    if held.any():
+        keep = ~held
+        snapshot, codes, prev_group = snapshot[keep].reset_index(drop=True), codes[keep], prev_group[keep]
+    X = encode(snapshot, spec)
+    widths = domain_widths(X, spec)
+    buckets, fake_buckets, fake_values = buckets_of(codes, prev_group, signatures, m, V, rng)
+    Xall = np.vstack([normalised(X, spec, widths), np.full((len(fake_values), X.shape[1]), np.nan)])
+    labels = split(Xall, np.concatenate([codes, fake_values]), np.concatenate([buckets, fake_buckets]))
+    groups, fake_groups = labels[: len(X)], labels[len(X):]
+    groups, fake_groups = number_groups(X, groups, fake_groups)
+    values = np.asarray(spec.sensitive_values, dtype=object)
+    counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[fake_values]})
+    return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, state=state)
+
+
+def normalised(X: np.ndarray, spec: Spec, widths: np.ndarray) -> np.ndarray:
+    """QI matrix mapped to [0, 1] per attribute (§4.3 normalises every domain so that lengths compare): a
+    numeric value by the snapshot's range, a categorical leaf rank by the taxonomy's (``widths`` from
+    ``mondrian.domain_widths``)."""
+    numeric = np.array([q.numeric for q in spec.quasi_identifiers.values()])
+    low = np.where(numeric, X.min(axis=0), 0.0)
+    return (X - low) / np.where(widths > 0, widths, 1.0)
+
+
+def previous_signatures(
+    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease
+) -> tuple[np.ndarray, np.ndarray]:
+    """The generalised hosting group in T*(n-1) of every tuple of T(n), and the signature of every group.
+
+    Returns ``(prev_group, signatures)``: ``prev_group[i]`` indexes the rows of ``signatures`` (-1 for a tuple
+    not published in release n-1: a new tuple of S−, or one held back then); ``signatures`` is a (groups, V)
+    bool matrix, V = ``len(spec.sensitive_values)``, from T*(n-1)'s rows, counterfeits included (Def. 16).
+    Raises NotPublishable when a tuple of S∩ changed its sensitive value or a signature has fewer than m values.
+    """
+    m = int(spec.model.params["m"])
+    ids = snapshot[spec.id]
+    host = previous.hosting
+    where = pd.Index(host[spec.id]).get_indexer(ids)
+    old = where >= 0
+    before = pd.Index(previous.snapshot[spec.id]).get_indexer(ids[old])
+    was = previous.snapshot[spec.sensitive].astype(str).to_numpy()[before]
+    now = snapshot[spec.sensitive].to_numpy()[old]
+    changed = np.flatnonzero(was != now)
+    if len(changed):
+        who = ids[old].to_numpy()[changed[:5]].tolist()
+        raise NotPublishable(
+            f"{len(changed)} tuple(s) of release {previous.release_id} changed their sensitive value "
+            f"{spec.sensitive!r} ({spec.id} {who}, e.g. {was[changed[0]]!r} -> {now[changed[0]]!r}); m-invariance "
+            f"covers insertions and deletions only (Xiao-Tao §2): delete and re-insert under a new id, or use "
+            f"the m_distinct model"
+        )
+    table = previous.table
+    group_ids, inverse = np.unique(table["group_id"].to_numpy(), return_inverse=True)
+    codes = pd.Index(spec.sensitive_values).get_indexer(table[spec.sensitive].astype(str))
+    if (codes < 0).any():
+        raise NotPublishable(
+            f"release {previous.release_id} published {spec.sensitive!r} value "
+            f"{table[spec.sensitive].to_numpy()[codes < 0][0]!r}, which the spec's sensitive domain no longer has; "
+            f"a running history cannot drop a value from the domain"
+        )
+    signatures = np.zeros((len(group_ids), len(spec.sensitive_values)), dtype=bool)
+    signatures[inverse.reshape(-1), codes] = True
+    small = np.flatnonzero(signatures.sum(axis=1) < m)
+    if len(small):
+        raise NotPublishable(
+            f"group {int(group_ids[small[0]])} of release {previous.release_id} has a signature of "
+            f"{int(signatures[small[0]].sum())} value(s), fewer than m={m}; m-invariance cannot raise m on a "
+            f"running history (Def. 17): keep m at most the previous release's m"
+        )
+    prev_group = np.full(len(snapshot), -1, dtype=np.int64)
+    prev_group[old] = np.searchsorted(group_ids, host["group_id"].to_numpy()[where[old]])
+    return prev_group, signatures
+
+
+def eligible_cap(counts: np.ndarray, m: int) -> int:
+    """The largest cap C such that S− with every value's count cut to C is m-eligible: m·C <= Σ min(n_v, C).
+
+    Cutting every count above C to C holds back the fewest tuples that make S− m-eligible (§4.1): any
+    m-eligible subset whose largest count is C' holds back at least Σ max(0, n_v - C'), and a larger feasible
+    C' holds back fewer. 0 when no cap works (fewer than m values present).
+    """
+    top = int(counts.max()) if len(counts) else 0
+    caps = np.arange(top + 1)
+    ordered = np.sort(counts)
+    below = np.searchsorted(ordered, caps, side="left")  # values with n_v < C count fully
+    total = np.concatenate(([0], np.cumsum(ordered)))[below] + caps * (len(ordered) - below)
+    return int(np.flatnonzero(m * caps <= total).max())
+
+
+def refuse_unless_eligible(new_codes: np.ndarray, m: int, spec: Spec) -> None:
+    """Raise NotPublishable unless S− (the sensitive codes of the new tuples) is m-eligible (§4.1).
+
+    The message names every over-represented value with its count and the bound, and two fixes: hold back the
+    surplus (``eligible_cap``) or insert enough tuples of other values.
+    """
+    V = len(spec.sensitive_values)
+    counts = np.bincount(new_codes, minlength=V)
+    gamma = int(counts.sum())
+    if m * int(counts.max(initial=0)) <= gamma:
+        return
+    cap = eligible_cap(counts, m)
+    over = np.flatnonzero(m * counts > gamma)
+    over = over[np.argsort(-counts[over], kind="stable")]
+    bound = gamma // m
+    listed = ", ".join(
+        f"{spec.sensitive_values[v]!r} in {counts[v]} (over by {counts[v] - bound})" for v in over
+    )
+    surplus = np.maximum(counts - cap, 0)
+    held = ", ".join(f"{surplus[v]} of {spec.sensitive_values[v]!r}" for v in np.flatnonzero(surplus))
+    inserts = m * int(counts.max()) - gamma
+    raise NotPublishable(
+        f"the {gamma} new tuple(s) of this snapshot are not {m}-eligible (Xiao-Tao §4.1: no sensitive value may be "
+        f"in more than 1/{m} of them, i.e. at most {bound}): {listed}. To publish, hold back {int(surplus.sum())} "
+        f"new tuple(s) ({held}) until later releases (set model.hold_back: true to do it automatically), or "
+        f"add at least {inserts} new tuple(s) with other {spec.sensitive!r} values"
+    )
+
+
+def hold_back_mask(codes: np.ndarray, new: np.ndarray, m: int, spec: Spec, rng: np.random.Generator) -> np.ndarray:
+    """Rows to hold back so that the published S− is m-eligible: the surplus over ``eligible_cap`` of each
+    over-represented value, drawn uniformly at random among that value's new tuples with ``rng``.
+    Returns a bool mask over all rows (False for S∩ and for an already m-eligible S−)."""
+    held = np.zeros(len(codes), dtype=bool)
+    rows = np.flatnonzero(new)
+    counts = np.bincount(codes[rows], minlength=len(spec.sensitive_values))
+    if m * int(counts.max(initial=0)) <= len(rows):
+        return held
+    surplus = np.maximum(counts - eligible_cap(counts, m), 0)
+    shuffled = rows[rng.permutation(len(rows))]
+    shuffled = shuffled[np.argsort(codes[shuffled], kind="stable")]  # by value, random within a value
+    value = codes[shuffled]
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    held[shuffled[np.arange(len(shuffled)) - first[value] < surplus[value]]] = True
+    return held
+
+
+def buckets_of(
+    codes: np.ndarray, prev_group: np.ndarray, signatures: np.ndarray, m: int, V: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Division, balancing and assignment (§4.1, Fig. 3): a balanced bucket for every tuple of T(n).
+
+    ``codes``: sensitive code per tuple; ``prev_group``: row of ``signatures`` of the tuple's group in T*(n-1),
+    -1 for S−; S− must be m-eligible. Returns ``(bucket per tuple, bucket per counterfeit, value per
+    counterfeit)``; in every bucket each value of its signature has the same number of tuples and
+    counterfeits, and no other value occurs. Tuples of S− are picked at random (``rng``) where the paper does.
+    """
+    old = prev_group >= 0
+    packed = np.packbits(signatures, axis=1)
+    keys = np.ascontiguousarray(packed[prev_group[old]]).view(np.dtype((np.void, packed.shape[1])))
+    bucket_keys, bucket_old = np.unique(keys.reshape(-1), return_inverse=True)
+    bucket_bytes = bucket_keys.view(np.uint8).reshape(len(bucket_keys), packed.shape[1])
+    bucket_sig = np.unpackbits(bucket_bytes, axis=1, count=V).astype(bool)
+    B = len(bucket_keys)
+    counts = np.bincount(bucket_old.reshape(-1) * V + codes[old], minlength=B * V).reshape(B, V)
+    new_rows = np.flatnonzero(~old)
+    new_counts = np.bincount(codes[new_rows], minlength=V)
+    shortage = (counts.max(axis=1, initial=0)[:, None] - counts) * bucket_sig
+    moved = balance(shortage, bucket_sig.sum(axis=1), new_counts, m)
+    fakes = shortage - moved
+    # every move of S− tuples, as (bucket, value, count): balancing first, then the assignment rounds
+    mb, mv = np.nonzero(moved)
+    move_bucket, move_value, move_count = [mb], [mv], [moved[mb, mv]]
+    index = {bytes(k): b for b, k in enumerate(bucket_keys.tolist())}
+    for values, alpha in assign(new_counts - moved.sum(axis=0), m):
+        row = np.zeros(V, dtype=bool)
+        row[values] = True
+        key = np.packbits(row).tobytes()
+        b = index.setdefault(key, len(index))
+        move_bucket.append(np.full(len(values), b))
+        move_value.append(values)
+        move_count.append(np.full(len(values), alpha))
+    move_bucket, move_value, move_count = map(np.concatenate, (move_bucket, move_value, move_count))
+    # the tuples of each value, in random order, are dealt to that value's moves in turn
+    shuffled = new_rows[rng.permutation(len(new_rows))]
+    shuffled = shuffled[np.argsort(codes[shuffled], kind="stable")]
+    by_value = np.argsort(move_value, kind="stable")
+    buckets = np.empty(len(codes), dtype=np.int64)
+    buckets[old] = bucket_old.reshape(-1)
+    buckets[shuffled] = np.repeat(move_bucket[by_value], move_count[by_value])
+    fb, fv = np.nonzero(fakes)
+    return buckets, np.repeat(fb, fakes[fb, fv]), np.repeat(fv, fakes[fb, fv])
+
+
+def balance(shortage: np.ndarray, sizes: np.ndarray, new_counts: np.ndarray, m: int) -> np.ndarray:
+    """Balancing (§4.1): how many tuples of each value S− gives each bucket; the rest of each shortage is filled
+    with counterfeits.
+
+    ``shortage``: (B, V) tuples each bucket lacks per value to be balanced; ``sizes``: signature size per
+    bucket; ``new_counts``: (V,) tuples of S− per value, m-eligible. The paper fills shortages from S− "as long as
+    the resulting S− is still m-eligible", inspecting buckets in turn without fixing the order. The order
+    matters: taking a tuple of S−'s most frequent value *raises* the slack |S−| - m·max n_v, any other value
+    lowers it. We fill the most shortages any order can: first every shortage S− has tuples for (buckets
+    smallest signature first, the order of Fig. 2), then, if S− is left not m-eligible, the fewest fills are
+    undone, latest first, so that what remains has its largest count C at the least feasible C with
+    m·C <= |S−| (the least C >= max r_v with m·C <= Σ_v min(n_v, max(r_v, C)), r_v the count left by the
+    first step). On §4.1's example this gives Table 3a: Ray fills Steve's bucket, Jane's lacks a flu (c2).
+    Returns the (B, V) counts of S− tuples moved. O(B·V + shortages).
+    """
+    moved = np.zeros_like(shortage)
+    order = np.argsort(sizes, kind="stable")
+    rows, values = np.nonzero(shortage[order])
+    buckets = order[rows]
+    need = shortage[buckets, values]
+    # every value's tuples go to its shortages in bucket order while they last
+    by_value = np.argsort(values, kind="stable")
+    total = np.cumsum(need[by_value])
+    first = np.searchsorted(values[by_value], values[by_value], side="left")
+    before = total - need[by_value] - np.concatenate(([0], total))[first]
+    fill = np.empty_like(need)
+    fill[by_value] = np.clip(new_counts[values[by_value]] - before, 0, need[by_value])
+    left = new_counts - np.bincount(values, weights=fill, minlength=len(new_counts)).astype(np.int64)
+    if m * left.max(initial=0) > left.sum():
+        caps = np.arange(left.max(), new_counts.max() + 1)
+        room = np.minimum(new_counts[:, None], np.maximum(left[:, None], caps[None, :])).sum(axis=0)
+        cap = int(caps[np.flatnonzero(m * caps <= room)[0]])
+        back = m * cap - int(left.sum())
+        for e in range(len(need) - 1, -1, -1):  # undo the latest fills first
+            v = values[e]
+            undo = min(int(fill[e]), cap - int(left[v]), back)
+            if undo > 0:
+                fill[e] -= undo
+                left[v] += undo
+                back -= undo
+                if back == 0:
+                    break
+    moved[buckets, values] = fill
+    return moved
+
+
+def assign(counts: np.ndarray, m: int) -> list[tuple[np.ndarray, int]]:
+    """Algorithm Assign (Fig. 3) on the per-value counts of an m-eligible S−: the rounds ``(signature, α)``.
+
+    Each round takes α tuples of each of the β most frequent values (ties by value code) into the bucket whose
+    signature is those β values; β is the least value from m up for which some α >= 1 satisfies inequalities
+    5-7, α the largest: α <= n_β, α·(β - m) <= γ - m·n_1 (Ineq. 6), α·β <= γ - m·n_{β+1} (Ineq. 7). Lemma 5:
+    a round always exists while S− is non-empty. The rounds are pure counting; which tuples go is drawn by the
+    caller.
+    """
+    counts = np.asarray(counts, dtype=np.int64).copy()
+    rounds: list[tuple[np.ndarray, int]] = []
+    while counts.sum() > 0:
+        order = np.lexsort((np.arange(len(counts)), -counts))
+        n = counts[order]
+        gamma = int(n.sum())
+        lam = int((n > 0).sum())
+        for beta in range(m, lam + 1):
+            alpha = int(n[beta - 1])
+            if beta > m:
+                alpha = min(alpha, (gamma - m * int(n[0])) // (beta - m))
+            following = int(n[beta]) if beta < len(n) else 0
+            alpha = min(alpha, (gamma - m * following) // beta)
+            if alpha >= 1:
+                break
+        else:
+            raise NotPublishable(f"the new tuples {dict(enumerate(counts.tolist()))} are not {m}-eligible (Lemma 5)")
+        rounds.append((order[:beta], alpha))
+        counts[order[:beta]] -= alpha
+    return rounds
+
+
+def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """The split phase (§4.3): QI groups of exactly s tuples, one of each value, from balanced buckets.
+
+    ``X``: (n, d) QI values normalised to [0, 1] (the perimeters of §4.3 compare normalised lengths); a row of
+    NaN is a counterfeit (no QI values: sorted first, ignored by every extent). ``values``: sensitive code per
+    row; ``buckets``: bucket per row, each bucket balanced (every value it holds has the same count c).
+    Returns a group id 0..g-1 per row.
+
+    A bucket of c tuples per value is halved into buckets of k and c - k per value, the cut ``k`` and the QI
+    ``i`` chosen among all ``d·(c - 1)`` cuts of the per-value lists sorted along ``i`` for the least perimeter
+    sum |B1|·Σ l(B1) + |B2|·Σ l(B2), until c = 1. All buckets of a recursion level are cut together: per QI
+    the rows are kept in one permutation (by bucket, value, then that QI) where every bucket is an s x c block;
+    a column's extents are ``reduceat`` over its s rows, the prefix and suffix extents of every cut are
+    segmented running max/min, and the halves are a stable partition of every permutation. O(n·d²) per level.
+    """
+    n, d = X.shape
+    missing = np.isnan(X.T)
+    # one contiguous float32 array per QI (fast gathers); a counterfeit never lowers a minimum nor raises a
+    # maximum, and sorts first
+    lows = np.ascontiguousarray(np.where(missing, 2.0, X.T), dtype=np.float32)
+    highs = np.ascontiguousarray(np.where(missing, -1.0, X.T), dtype=np.float32)
+    _, bucket = np.unique(buckets, return_inverse=True)
+    bucket = bucket.reshape(-1)
+    B = int(bucket.max()) + 1 if n else 0
+    S = int(values.max()) + 1 if n else 1
+    size = np.bincount(bucket, minlength=B)
+    node_s = np.bincount(np.unique(bucket * S + values) // S, minlength=B)
+    node_c = size // node_s
+    run = bucket * S + values
+    perms = [np.argsort(run * (n + 1) + _ranks(highs[i]), kind="stable") for i in range(d)]
+    groups = np.empty(n, dtype=np.int64)
+    col_of = np.empty((d, n), dtype=np.int64)
+    next_group = 0
+    while len(node_c):
+        sizes = node_s * node_c
+        start = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        pos_node = np.repeat(np.arange(len(sizes)), sizes)
+        done = node_c == 1
+        if done.any():
+            at = done[pos_node]
+            groups[perms[0][at]] = next_group + np.cumsum(done)[pos_node[at]] - 1
+            next_group += int(done.sum())
+            perms = [p[~at] for p in perms]
+            node_s, node_c = node_s[~done], node_c[~done]
+            continue
+        cut_attr, cut_col = _best_cuts(lows, highs, perms, node_s, node_c, start, pos_node, col_of)
+        perms = _cut(perms, node_s, node_c, start, pos_node, col_of, cut_attr, cut_col)
+        node_c = np.stack([cut_col, node_c - cut_col], axis=1).reshape(-1)
+        node_s = np.repeat(node_s, 2)
+    return groups
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Dense rank of each value (0 for the smallest; ties share a rank)."""
+    return np.unique(values, return_inverse=True)[1].reshape(-1)
+
+
+def _best_cuts(lows, highs, perms, node_s, node_c, start, pos_node, col_of):
+    """Per node, the QI and the column k (1 <= k < c) of the least-perimeter cut (§4.3); fills ``col_of[i, t]``
+    with tuple t's column (rank within its value's list) along QI i. ``lows``/``highs``: (d, n) QI values with
+    a counterfeit's set to 2 / -1, so that it never counts in a minimum / maximum."""
+    N = len(node_c)
+    local = np.arange(len(pos_node)) - start[pos_node]
+    c_p, s_p = node_c[pos_node], node_s[pos_node]
+    row, col = np.divmod(local, c_p)
+    col_start = np.concatenate(([0], np.cumsum(node_c)[:-1]))
+    cnode = np.repeat(np.arange(N), node_c)
+    kcol = np.arange(len(cnode)) - col_start[cnode]
+    segment = start[cnode] + kcol * node_s[cnode]  # column-major: the s rows of a column are contiguous
+    transposed = np.empty(len(pos_node), dtype=np.int64)
+    transposed[start[pos_node] + col * s_p + row] = np.arange(len(pos_node))
+    c_k, s_k = node_c[cnode].astype(np.float64), node_s[cnode].astype(np.float64)
+    valid = kcol >= 1
+    best_cost = np.full(len(cnode), np.inf)
+    best_attr = np.zeros(len(cnode), dtype=np.int64)
+    for i, perm in enumerate(perms):
+        col_of[i, perm] = col
+        rows = perm[transposed]
+        prefix = np.zeros(len(cnode))
+        suffix = np.zeros(len(cnode))
+        for low, high in zip(lows, highs, strict=True):
+            cmin = np.minimum.reduceat(low[rows], segment).astype(np.float64)
+            cmax = np.maximum.reduceat(high[rows], segment).astype(np.float64)
+            prefix += _running_extent(cmin, cmax, cnode)
+            suffix += _running_extent(cmin[::-1], cmax[::-1], (N - 1 - cnode)[::-1])[::-1]
+        before = np.concatenate(([0.0], prefix[:-1]))  # extent of columns 0..k-1, at column k
+        cost = s_k * (kcol * before + (c_k - kcol) * suffix)
+        better = valid & (cost < best_cost)
+        best_cost[better], best_attr[better] = cost[better], i
+    # least cost; among equal costs (up to rounding) the most balanced cut, so that ties (e.g. a node of
+    # identical tuples) halve the node instead of peeling one group off, and the recursion stays O(log c) deep
+    lowest = np.minimum.reduceat(best_cost, col_start)[cnode]
+    tie = best_cost <= lowest + 1e-9 * (1.0 + lowest)
+    imbalance = np.where(tie, np.abs(2 * kcol - node_c[cnode]), np.iinfo(np.int64).max)
+    hits = np.flatnonzero(imbalance == np.minimum.reduceat(imbalance, col_start)[cnode])
+    first = hits[np.unique(cnode[hits], return_index=True)[1]]
+    return best_attr[first], kcol[first]
+
+
+def _running_extent(cmin: np.ndarray, cmax: np.ndarray, cnode: np.ndarray) -> np.ndarray:
+    """Extent of columns 0..k of each node, at column k (segmented running max/min).
+
+    Column extremes lie in [-1, 2] (a column of counterfeits only: max -1 < min 2, a negative extent clipped to
+    0); adding 8·node makes every node's values exceed all earlier nodes', so one global running maximum
+    restarts at every node."""
+    offset = 8.0 * cnode
+    high = np.maximum.accumulate(cmax + offset) - offset
+    low = offset - np.maximum.accumulate(offset - cmin)
+    return np.maximum(high - low, 0.0)
+
+
+def _cut(perms, node_s, node_c, start, pos_node, col_of, cut_attr, cut_col):
+    """Cut every node in two (its first ``cut_col`` columns along QI ``cut_attr``, and the rest); returns the
+    permutations with each node's left half, then its right half, each still sorted by value then QI."""
+    local = np.arange(len(pos_node)) - start[pos_node]
+    left_size = (cut_col * node_s)[pos_node]
+    left = np.empty(col_of.shape[1], dtype=bool)
+    first = perms[0]
+    left[first] = col_of[cut_attr[pos_node], first] < cut_col[pos_node]
+    out = []
+    for perm in perms:
+        f = left[perm]
+        before = np.cumsum(f) - f
+        rank = before - before[start[pos_node]]
+        placed = np.empty_like(perm)
+        placed[start[pos_node] + np.where(f, rank, left_size + local - rank)] = perm
+        out.append(placed)
+    return out
+
+
+def number_groups(X: np.ndarray, groups: np.ndarray, fake_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber groups 1..g in lexicographic order of their lower corners (genuine tuples; Table 3a's ids)."""
+    order = np.argsort(groups, kind="stable")
+    g = int(groups.max()) + 1
+    starts = np.searchsorted(groups[order], np.arange(g))
+    corner = np.minimum.reduceat(X[order], starts, axis=0)
+    rank = np.empty(g, dtype=np.int64)
+    rank[np.lexsort(corner.T[::-1])] = np.arange(1, g + 1)
+    return rank[groups], rank[fake_groups]

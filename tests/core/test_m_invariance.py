@@ -1,0 +1,382 @@
+"""m-invariance (Xiao-Tao, SIGMOD 2007): the paper's running example, the refusal and hold-back rules, Lemma 5,
+and random insert/delete streams. Every privacy claim is judged by the independent verifier (core.verify) and
+the intersection attack (core.attacks), never by re-running the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dagster_privrelease.core import m_invariance as mi
+from dagster_privrelease.core import verify
+from dagster_privrelease.core.history import History
+from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
+from dagster_privrelease.core.spec import Model, Spec, parse_spec, validate_snapshot
+from dagster_privrelease.errors import NotPublishable
+from tests.fixtures import xiao_tao as xt
+
+try:  # the intersection attack lands beside this module; the judge is used whenever it is there
+    from dagster_privrelease.core import attacks
+except ImportError:  # pragma: no cover - only while core/attacks.py is being written
+    attacks = None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# helpers: run a stream through the core and hand the judge a History
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _stamp(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.insert(0, "release_id", np.int64(release_id))
+    return frame
+
+
+def run(snapshots: list[pd.DataFrame], spec: Spec) -> tuple[History | None, list[Release | None]]:
+    """Publish each snapshot after the last published release (a refused release is skipped, as a store would).
+
+    The History holds the published releases renumbered 1..k and, as T(j), the tuples each one published: a
+    held-back tuple's lifespan starts when it is published (the guarantee ``hold_back`` documents)."""
+    previous: PreviousRelease | None = None
+    releases: list[Release | None] = []
+    parts: dict[str, list[pd.DataFrame]] = {"releases": [], "counterfeits": [], "snapshots": [], "hosting": []}
+    for raw in snapshots:
+        bound = spec.bind(raw)
+        snapshot = validate_snapshot(raw, bound)
+        release_id = (previous.release_id + 1) if previous else 1
+        try:
+            release = mi.publish(snapshot, bound, previous, release_rng(bound, release_id))
+        except NotPublishable:
+            releases.append(None)
+            continue
+        releases.append(release)
+        parts["releases"].append(_stamp(release.table, release_id))
+        parts["counterfeits"].append(_stamp(release.counterfeits, release_id))
+        held = snapshot[spec.id].isin(release.state.get("held_back", pd.DataFrame({spec.id: []}))[spec.id])
+        parts["snapshots"].append(_stamp(snapshot[~held], release_id))
+        parts["hosting"].append(_stamp(release.hosting, release_id))
+        previous = PreviousRelease(release_id, snapshot, release.table, release.counterfeits, release.hosting,
+                                   release.state)
+        spec = bound
+    if previous is None:
+        return None, releases
+    history = History(spec, *(pd.concat(parts[k], ignore_index=True) for k in
+                              ("releases", "counterfeits", "snapshots", "hosting")))
+    return history, releases
+
+
+def judge(history: History) -> None:
+    """Every verifier of the model passes, and the intersection attack pins nobody below 1/m."""
+    for report in verify.verify_history(history):
+        assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
+    if attacks is not None:
+        report = attacks.intersection_attack(history)
+        assert report.ok, report.violations.head(10).to_dict("records")
+
+
+def with_params(spec: Spec, **params) -> Spec:
+    return dataclasses.replace(spec, model=Model("m_invariance", {**spec.model.params, **params}))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the running example of §4.1: T(1) = Table 1a, T*(1) = Table 1b, T(2) = Table 2a, m = 2
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _second_release() -> Release:
+    spec = xt.spec()
+    return mi.publish(xt.table_2a(), spec, xt.previous_1b(), release_rng(spec, 2))
+
+
+def _history_with(release: Release) -> History:
+    base = xt.history_1b_3a()
+    return History(
+        spec=base.spec,
+        releases=pd.concat([_stamp(xt.table_1b(), 1), _stamp(release.table, 2)], ignore_index=True),
+        counterfeits=_stamp(release.counterfeits, 2),
+        snapshots=base.snapshots,
+        hosting=pd.concat([_stamp(xt.hosting_1b(), 1), _stamp(release.hosting, 2)], ignore_index=True),
+    )
+
+
+def test_running_example_is_2_invariant_with_at_most_two_counterfeits():
+    release = _second_release()
+    assert release.counterfeit_count <= 2
+    judge(_history_with(release))
+
+
+def _published_groups(table: pd.DataFrame, hosting: pd.DataFrame) -> set:
+    """Each group as (box, frozenset of hosted names, sorted counterfeit values): what Table 3a shows."""
+    out = set()
+    boxes = table.groupby("group_id")[["age__lo", "age__hi", "zipcode__lo", "zipcode__hi"]].first()
+    for gid, box in boxes.iterrows():
+        names = frozenset(hosting.loc[hosting["group_id"] == gid, "name"])
+        published = sorted(table.loc[table["group_id"] == gid, "disease"])
+        return_values = sorted(xt.table_2a().set_index("name").loc[sorted(names), "disease"])
+        fakes = list(published)
+        for value in return_values:
+            fakes.remove(value)
+        out.add((tuple(box), names, tuple(fakes), int(gid)))
+    return out
+
+
+def test_running_example_reproduces_table_3a_and_3b():
+    """The algorithm is deterministic on this input: Table 3a's six groups (ids, boxes, members), c1 =
+    bronchitis beside Bob and c2 = flu in Jane's group, and R(2) = Table 3b."""
+    release = _second_release()
+    assert _published_groups(release.table, release.hosting) == _published_groups(xt.table_3a(), xt.hosting_3a())
+    pd.testing.assert_frame_equal(
+        release.counterfeits.sort_values("group_id").reset_index(drop=True), xt.table_3b(), check_dtype=False
+    )
+
+
+def test_first_release_of_table_1a_is_2_unique():
+    spec = xt.spec()
+    release = mi.publish(xt.table_1a(), spec, None, release_rng(spec, 1))
+    report = verify.m_uniqueness(release.table, "disease", 2)
+    assert report.ok, report.violations
+    assert release.counterfeit_count == 0
+    assert set(release.hosting["name"]) == set(xt.table_1a()["name"])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# publishability (§4.1): refusal with the facts, or hold-back
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _flu_wave() -> pd.DataFrame:
+    """Table 2a plus five new flu patients: S− = {Emily, Mary, Ray, Tom, Vince} + 5 flu has 7 flu of 10."""
+    extra = pd.DataFrame({
+        "name": [f"flu{i}" for i in range(5)],
+        "age": np.arange(30.0, 35.0), "zipcode": np.full(5, 22000.0), "disease": "flu",
+    })
+    return pd.concat([xt.table_2a(), extra], ignore_index=True)
+
+
+def test_not_m_eligible_new_tuples_are_refused_with_the_fix():
+    spec = xt.spec()
+    with pytest.raises(NotPublishable) as err:
+        mi.publish(_flu_wave(), spec, xt.previous_1b(), release_rng(spec, 2))
+    message = str(err.value)
+    assert "'flu' in 7 (over by 2)" in message  # 10 new tuples, at most 10 / 2 = 5 of one value
+    assert "hold back 4 new tuple(s) (4 of 'flu')" in message  # 3 flu of the 6 left is exactly 1/2
+    assert "add at least 4 new tuple(s)" in message  # 7 of 14 is 1/2
+
+
+def test_hold_back_publishes_an_m_eligible_part_and_says_which_ids_wait():
+    spec = with_params(xt.spec(), hold_back=True)
+    snapshot = _flu_wave()
+    release = mi.publish(snapshot, spec, xt.previous_1b(), release_rng(spec, 2))
+    held = set(release.state["held_back"]["name"])
+    assert len(held) == 4
+    new = set(snapshot["name"]) - set(xt.table_1a()["name"])
+    assert held <= {n for n in new if snapshot.set_index("name").loc[n, "disease"] == "flu"}
+    assert not held & set(release.hosting["name"])
+    published_new = snapshot[snapshot["name"].isin(new - held)]
+    assert published_new["disease"].value_counts().max() * 2 <= len(published_new)
+    history = _history_with(release)
+    published = snapshot[~snapshot["name"].isin(held)]
+    history.snapshots = pd.concat([_stamp(xt.table_1a(), 1), _stamp(published, 2)], ignore_index=True)
+    judge(history)
+    # the held-back tuples are new tuples of the next release, which takes them once diversity allows
+    third = pd.concat([snapshot, pd.DataFrame({
+        "name": [f"other{i}" for i in range(4)], "age": [30.0, 31, 32, 33], "zipcode": [22000.0] * 4,
+        "disease": ["gastritis", "dyspepsia", "bronchitis", "gastritis"]})], ignore_index=True)
+    previous = PreviousRelease(2, snapshot, release.table, release.counterfeits, release.hosting, release.state)
+    after = mi.publish(third, spec.bind(third), previous, release_rng(spec, 3))
+    assert len(after.state["held_back"]) == 0
+    assert held <= set(after.hosting["name"])
+
+
+def test_a_changed_sensitive_value_is_refused():
+    spec = xt.spec()
+    snapshot = xt.table_2a()
+    snapshot.loc[snapshot["name"] == "Bob", "disease"] = "flu"
+    with pytest.raises(NotPublishable, match=r"changed their sensitive value 'disease' \(name \['Bob'\]"):
+        mi.publish(snapshot, spec, xt.previous_1b(), release_rng(spec, 2))
+
+
+def test_raising_m_on_a_running_history_is_refused():
+    spec = with_params(xt.spec(), m=3)
+    with pytest.raises(NotPublishable, match=r"group 1 of release 1 has a signature of 2 value\(s\), fewer than m=3"):
+        mi.publish(xt.table_2a(), spec, xt.previous_1b(), release_rng(spec, 2))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Lemma 5 and the helpers' contracts
+# ------------------------------------------------------------------------------------------------------------
+
+
+@st.composite
+def eligible_counts(draw):
+    m = draw(st.integers(2, 6))
+    counts = np.array(draw(st.lists(st.integers(0, 40), min_size=m, max_size=12)), dtype=np.int64)
+    cap = mi.eligible_cap(counts, m)
+    return np.minimum(counts, cap), m
+
+
+@settings(max_examples=300, deadline=None)
+@given(eligible_counts())
+def test_lemma_5_assignment_always_places_an_m_eligible_s_minus(case):
+    counts, m = case
+    assert m * counts.max() <= counts.sum()  # eligible_cap makes it m-eligible (or empty)
+    placed = np.zeros_like(counts)
+    for values, alpha in mi.assign(counts, m):
+        assert len(values) >= m and len(set(values.tolist())) == len(values) and alpha >= 1
+        placed[values] += alpha
+        left = counts - placed
+        assert (left >= 0).all() and m * left.max() <= left.sum()  # S− stays m-eligible (Ineq. 6-7)
+    assert (placed == counts).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=2, max_size=10), st.integers(2, 5))
+def test_eligible_cap_holds_back_the_fewest_tuples(counts, m):
+    counts = np.array(counts)
+    cap = mi.eligible_cap(counts, m)
+    kept = np.minimum(counts, cap)
+    assert m * kept.max() <= kept.sum()
+    # one more tuple kept is impossible: every m-eligible sub-multiset with max C keeps at most Σ min(n, C)
+    best = max(int(np.minimum(counts, c).sum()) for c in range(counts.max() + 1)
+               if m * np.minimum(counts, c).max() <= np.minimum(counts, c).sum())
+    assert kept.sum() == best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 4), st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=1, max_size=6),
+       st.lists(st.integers(0, 12), min_size=5, max_size=5))
+def test_balancing_keeps_s_minus_m_eligible_and_fills_only_shortages(m, shortage, counts):
+    shortage, counts = np.array(shortage), np.array(counts)
+    counts = np.minimum(counts, mi.eligible_cap(counts, m))
+    moved = mi.balance(shortage, (shortage > 0).sum(axis=1), counts, m)
+    assert (moved >= 0).all() and (moved <= shortage).all()
+    left = counts - moved.sum(axis=0)
+    assert (left >= 0).all() and m * left.max() <= left.sum()
+    # no single further fill is possible without breaking m-eligibility (maximality)
+    for v in np.nonzero(shortage - moved)[1]:
+        if left[v] > 0:
+            after = left.copy()
+            after[v] -= 1
+            assert m * after.max() > after.sum()
+
+
+def test_split_makes_groups_of_one_tuple_per_value_and_cuts_the_widest_gap():
+    X = np.array([[0.0], [0.1], [0.9], [1.0], [0.05], [0.95]])
+    values = np.array([0, 1, 0, 1, 2, 2])
+    groups = mi.split(X, values, np.zeros(6, dtype=np.int64))
+    assert groups[0] == groups[1] == groups[4] and groups[2] == groups[3] == groups[5]
+    assert groups[0] != groups[2]
+
+
+def test_split_places_counterfeits_first_and_ignores_them_in_extents():
+    X = np.array([[np.nan], [0.0], [0.5], [0.55]])
+    values = np.array([0, 1, 0, 1])
+    groups = mi.split(X, values, np.zeros(4, dtype=np.int64))
+    assert groups[0] == groups[1] and groups[2] == groups[3]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# random insert/delete streams over small domains (hundreds of them)
+# ------------------------------------------------------------------------------------------------------------
+
+
+DISEASES = ("a", "b", "c", "d", "e")
+
+
+def _stream_spec(m: int, hold_back: bool) -> Spec:
+    return parse_spec({
+        "name": "stream", "id": "pid",
+        "quasi_identifiers": {"age": {"type": "numeric"}, "zip": {"type": "numeric", "min_width": 2},
+                              "sex": {"type": "categorical"}},
+        "model": {"name": "m_invariance", "m": m, "hold_back": hold_back},
+        "sensitive": {"name": "disease", "values": list(DISEASES)},
+    })
+
+
+@st.composite
+def streams(draw):
+    """A first table and up to four steps of deletions and insertions (fresh ids, as in Def. 5's lifespans)."""
+    m = draw(st.integers(2, 3))
+    row = st.tuples(st.integers(18, 40), st.integers(0, 9), st.sampled_from("FM"), st.sampled_from(DISEASES))
+    first = draw(st.lists(row, min_size=m, max_size=30))
+    steps = draw(st.lists(st.tuples(st.lists(st.integers(0, 10**6), max_size=8), st.lists(row, max_size=12)),
+                          min_size=1, max_size=4))
+    next_id, rows = 0, {}
+    for r in first:
+        rows[next_id] = r
+        next_id += 1
+    snapshots = [dict(rows)]
+    for deletions, inserts in steps:
+        alive = sorted(rows)
+        for d in deletions:
+            if alive:
+                rows.pop(alive.pop(d % len(alive)))
+        for r in inserts:
+            rows[next_id] = r
+            next_id += 1
+        if rows:
+            snapshots.append(dict(rows))
+    frames = [pd.DataFrame([(pid, *r) for pid, r in s.items()], columns=["pid", "age", "zip", "sex", "disease"])
+              for s in snapshots]
+    return m, frames
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+def test_random_streams_with_hold_back_are_m_invariant(case):
+    m, frames = case
+    history, releases = run(frames, _stream_spec(m, hold_back=True))
+    if history is not None:
+        judge(history)
+    for release in releases:
+        if release is not None:  # held-back ids never get a hosting group in the same release
+            assert not set(release.state["held_back"]["pid"]) & set(release.hosting["pid"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+def test_random_streams_publish_exactly_when_the_new_tuples_are_m_eligible(case):
+    m, frames = case
+    history, releases = run(frames, _stream_spec(m, hold_back=False))
+    published = [None]  # ids of the last published snapshot
+    for frame, release in zip(frames, releases, strict=True):
+        new = frame[~frame["pid"].isin(published[-1] or [])]
+        counts = new["disease"].value_counts()
+        eligible = len(new) == 0 or m * counts.max() <= len(new)
+        assert (release is not None) == eligible
+        if release is not None:
+            published.append(set(frame["pid"]))
+    if history is not None:  # the attack runs in the hold-back streams; the verifier suffices here
+        for report in verify.verify_history(history):
+            assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Census-KDD: 20 releases of 20k rows, r = 2k, m = 4 (core only: the store's judge re-runs the attacks over the
+# whole history at every release, minutes at this size; here the verifier judges the finished history once)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_census_kdd_stream_passes_the_verifier(census_kdd):
+    from dagster_privrelease.core.stream import split_base_pool, stream
+
+    spec = parse_spec({
+        "name": "census", "id": "id", "sensitive": "major_occupation_code",
+        "quasi_identifiers": {"age": {"type": "numeric"}, "sex": {"type": "categorical"},
+                              "education": {"type": "categorical"}, "race": {"type": "categorical"}},
+        "model": {"name": "m_invariance", "m": 4},
+    })
+    columns = ["id", "age", "sex", "education", "race", "major_occupation_code"]
+    rng = np.random.default_rng(7)
+    base, pool = split_base_pool(census_kdd[columns], 20_000, rng)
+    history, releases = run(list(stream(base, pool, 2_000, 20, rng)), spec)
+    assert all(r is not None for r in releases)
+    assert history.release_ids == list(range(1, 21))
+    for report in verify.verify_history(history):
+        assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
