@@ -1,0 +1,95 @@
+"""Blocking asset checks on a release candidate; each reads only its own partition.
+
+- ``guarantee``: the model's guarantee verified over the whole history with the candidate appended (the core
+  verifiers, e.g. m-invariance Def. 4 of Xiao-Tao);
+- ``attacks``: the attack suite (Tobar-Nicolau's taxonomy). It blocks for models that protect across
+  releases; for the single-release baselines a disclosure is reported as a warning, since those models make
+  no promise across releases (that is what the baselines demonstrate);
+- ``expectations``: Great Expectations 1.x, schema and values (``expectations.py``).
+
+A failing check has severity ERROR, so ``published_release`` (downstream) does not run and ``published``
+stays as it was; the check's metadata says why.
+"""
+
+
+import dagster as dg
+from dagster import AssetCheckExecutionContext
+
+from .. import pipeline
+from ..core.history import Report
+from .expectations import validate_release
+from .report import report_metadata
+from .source import release_number
+
+#: The blocking checks of a candidate.
+CHECKS = ("guarantee", "attacks", "expectations")
+
+
+def candidate_checks(table: str, partitions, keys, candidate: dg.AssetKey) -> list[dg.AssetChecksDefinition]:
+    """The three blocking checks of ``<table>/release_candidate``, partitioned like it."""
+    specs = [
+        dg.AssetCheckSpec(
+            "guarantee", asset=candidate, blocking=True, partitions_def=partitions,
+            description="The model's guarantee holds over the whole release history with this candidate.",
+        ),
+        dg.AssetCheckSpec(
+            "attacks", asset=candidate, blocking=True, partitions_def=partitions,
+            description="The attack suite discloses nobody beyond the model's bound.",
+        ),
+    ]
+
+    @dg.multi_asset_check(
+        specs=specs, name=f"{table}_judge", required_resource_keys={keys.store}, pool=keys.pool
+    )
+    def judge_candidate(context: AssetCheckExecutionContext):
+        store = getattr(context.resources, keys.store).store()
+        reports = pipeline.judge(store, _release_id(context, partitions))
+        guarantees = [r for r in reports if r.summary.get("kind") != "attack"]
+        attacks = [r for r in reports if r.summary.get("kind") == "attack"]
+        yield result("guarantee", candidate, guarantees)
+        yield result("attacks", candidate, attacks)
+
+    @dg.asset_check(
+        asset=candidate,
+        name="expectations",
+        blocking=True,
+        partitions_def=partitions,
+        required_resource_keys={keys.store},
+        pool=keys.pool,
+        description="Great Expectations: no identifier column, ordered bounds inside the domain, sensitive "
+        "values in the domain.",
+    )
+    def expectations(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        store = getattr(context.resources, keys.store).store()
+        release_id = _release_id(context, partitions)
+        candidate_release = store.candidate(release_id)
+        snapshot = store.snapshot(release_id)
+        spec = store.bound_spec(snapshot)
+        outcome = validate_release(candidate_release.table, spec, snapshot, candidate_release.attributes)
+        return result("expectations", candidate, [outcome])
+
+    return [judge_candidate, expectations]
+
+
+def _release_id(context: AssetCheckExecutionContext, partitions) -> int:
+    return release_number(context.instance.get_dynamic_partitions(partitions.name), context.partition_key)
+
+
+def result(name: str, asset: dg.AssetKey, reports: list[Report]) -> dg.AssetCheckResult:
+    """One check result over ``reports``: ERROR when a blocking report broke (``pipeline.blocking_failures``),
+    WARN when only reports that do not block (attacks on a single-release baseline) broke."""
+    broken = [r for r in reports if not r.ok]
+    blocked = pipeline.blocking_failures(reports)
+    severity = dg.AssetCheckSeverity.ERROR if blocked else dg.AssetCheckSeverity.WARN
+    metadata: dict = {"broken": ", ".join(r.name for r in broken) or "none"}
+    for r in reports:
+        metadata.update({f"{r.name}/{k}": v for k, v in report_metadata(r).items()})
+        metadata[f"{r.name}/ok"] = int(bool(r.ok))
+    return dg.AssetCheckResult(
+        check_name=name,
+        asset_key=asset,
+        passed=not broken,
+        severity=severity,
+        metadata=metadata,
+        description="; ".join(f"{r.name}: {len(r.violations)} violation(s)" for r in broken) or None,
+    )

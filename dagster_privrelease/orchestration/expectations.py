@@ -1,0 +1,105 @@
+"""Great Expectations 1.x suites for a release candidate: schema and values, never the guarantee itself.
+
+GE checks what a pandas batch can express (DESIGN.md, "Dagster"): the published columns are exactly those of the
+DuckDB contract (so no identifier column leaks), every generalised bound is ordered (``A__lo <= A__hi``) and
+inside its attribute's domain, and every sensitive value is in the sensitive domain. The guarantees across
+releases are the core verifiers' job. ``dagster-ge`` needs great-expectations < 1, so GE is called directly with
+an ephemeral context (no files written; about 0.1 s a validation). GE is imported on first use: it takes seconds
+to import, and loading the code location must stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..core.history import Report
+from ..core.spec import Spec
+
+if TYPE_CHECKING:
+    import great_expectations as gx
+
+NAME = "great_expectations"
+
+
+def published_columns(spec: Spec, attributes: tuple[str, ...]) -> list[str]:
+    """The columns of a release table (without ``release_id``) per the DuckDB contract."""
+    columns = ["group_id"]
+    for name in attributes:
+        columns += [name, f"{name}__lo", f"{name}__hi"]
+    return [*columns, *spec.non_identifiers, spec.sensitive]
+
+
+def release_suite(spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> gx.ExpectationSuite:
+    """The expectations a release of ``snapshot`` under the bound ``spec`` must meet.
+
+    Domain of a numeric attribute: ``[min, max]`` of the snapshot for ``A__lo`` and ``[min, max + min_width]``
+    for ``A__hi`` (intervals widen upward, Xiao-Tao §4.1); of a categorical one: leaf ranks ``0 .. leaves-1``.
+    """
+    import great_expectations as gx
+
+    suite = gx.ExpectationSuite(name=f"{spec.name}_release")
+    ex = gx.expectations
+    columns = published_columns(spec, attributes)
+    suite.add_expectation(ex.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True))
+    for name in attributes:
+        qi = spec.quasi_identifiers[name]
+        lo, hi = f"{name}__lo", f"{name}__hi"
+        suite.add_expectation(ex.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True))
+        if qi.numeric:
+            low, high = float(snapshot[name].min()), float(snapshot[name].max())
+            suite.add_expectation(ex.ExpectColumnValuesToBeBetween(column=lo, min_value=low, max_value=high))
+            top = high + qi.min_width
+            suite.add_expectation(ex.ExpectColumnValuesToBeBetween(column=hi, min_value=low, max_value=top))
+        else:
+            top = len(qi.taxonomy.leaves) - 1
+            for column in (lo, hi):
+                suite.add_expectation(ex.ExpectColumnValuesToBeBetween(column=column, min_value=0, max_value=top))
+        suite.add_expectation(ex.ExpectColumnValuesToNotBeNull(column=name))
+    suite.add_expectation(ex.ExpectColumnValuesToBeInSet(column=spec.sensitive, value_set=list(spec.sensitive_values)))
+    return suite
+
+
+def validate_release(table: pd.DataFrame, spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Report:
+    """Validate a release table against ``release_suite``; one violation row per failed expectation."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch = (
+        context.data_sources.add_pandas("release")
+        .add_dataframe_asset(spec.name)
+        .add_batch_definition_whole_dataframe("candidate")
+        .get_batch(batch_parameters={"dataframe": table})
+    )
+    result = batch.validate(release_suite(spec, snapshot, attributes))
+    failed = [r for r in result.results if not r.success]
+    violations = pd.DataFrame(
+        {
+            "expectation": [r.expectation_config.type for r in failed],
+            "column": [_columns(r.expectation_config.kwargs) for r in failed],
+            "unexpected": [int(r.result.get("unexpected_count", 0) or 0) for r in failed],
+            "observed": [_observed(r.result) for r in failed],
+        }
+    )
+    summary = {"expectations": len(result.results), "failed": len(failed)}
+    return Report(NAME, bool(result.success), violations, summary)
+
+
+def _columns(kwargs: dict) -> str:
+    names = [kwargs[k] for k in ("column", "column_A", "column_B") if kwargs.get(k)]
+    return ", ".join(names) if names else "(table)"
+
+
+def _observed(result: dict) -> str:
+    if "partial_unexpected_list" in result:
+        return repr([_plain(v) for v in result["partial_unexpected_list"][:5]])
+    return repr(result.get("observed_value"))
+
+
+def _plain(value):
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value.item() if hasattr(value, "item") else value

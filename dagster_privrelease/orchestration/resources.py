@@ -1,0 +1,32 @@
+"""The release store as a Dagster resource.
+
+Every asset of a protected table reads and writes through ``ReleaseStore`` (``storage.py`` owns all the SQL),
+never through an IO manager: the pandas DuckDB IO manager inserts positionally, so a reordered column would
+silently corrupt a partition (DESIGN.md, "Dagster").
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from ..core.spec import Spec, load_spec
+from ..storage import ReleaseStore
+
+
+class ReleaseStoreResource(dg.ConfigurableResource):
+    """The DuckDB release store of one protected table (schemas ``private`` and ``published``)."""
+
+    database: str = Field(
+        description="Path of the DuckDB file holding the release store of this table; created on first use. "
+        "One file per protected table; point it wherever you keep the releases."
+    )
+    spec: str = Field(description="Path of the release spec (YAML) of this table.")
+
+    def loaded_spec(self) -> Spec:
+        """The spec as written (unbound; the store binds it to the snapshots)."""
+        return load_spec(self.spec)
+
+    def store(self) -> ReleaseStore:
+        """A store on ``database`` (it creates its schema on first use)."""
+        return ReleaseStore(self.database, self.loaded_spec())

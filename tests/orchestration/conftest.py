@@ -1,0 +1,63 @@
+"""Fixtures of the Dagster tests: a small synthetic table, its spec, a source DuckDB file, a Dagster instance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+DISEASES = ["flu", "gastritis", "dyspepsia", "bronchitis", "pneumonia"]
+
+
+def people(n: int, seed: int = 0, start: int = 0) -> pd.DataFrame:
+    """``n`` synthetic people with ids ``start..start+n-1``: age, sex, zipcode, a non-identifier, a disease."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "id": np.arange(start, start + n, dtype=np.int64),
+        "age": rng.integers(20, 70, n).astype(np.int64),
+        "sex": rng.choice(["F", "M"], n),
+        "zipcode": rng.integers(10000, 60000, n).astype(np.int64),
+        "visits": rng.integers(0, 9, n).astype(np.int64),
+        "disease": rng.choice(DISEASES, n),
+    })
+
+
+def write_spec(folder: Path, model: dict, name: str = "patients") -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name,
+        "id": "id",
+        "sensitive": "disease",
+        "quasi_identifiers": {
+            "age": {"type": "numeric", "min_width": 1},
+            "sex": {"type": "categorical"},
+            "zipcode": {"type": "numeric"},
+        },
+        "non_identifiers": ["visits"],
+        "model": model,
+    }))
+    return path
+
+
+def write_source(path: Path, frame: pd.DataFrame, table: str = "source.people") -> None:
+    """Replace ``table`` in the DuckDB file ``path`` with ``frame``."""
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA IF NOT EXISTS source")
+        con.register("frame", frame)
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM frame")
+
+
+@pytest.fixture
+def spec_path(tmp_path: Path) -> Path:
+    return write_spec(tmp_path, {"name": "k_anonymity", "k": 3})
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst

@@ -1,0 +1,96 @@
+"""Order and safety of releases: predecessors, backfills, change-log sources, schema drift, a locked store."""
+
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pandas as pd
+
+from dagster_privrelease.core.spec import load_spec
+from dagster_privrelease.orchestration import DuckDBSource, release_definitions
+from dagster_privrelease.orchestration.source import partition_key
+from dagster_privrelease.storage import ReleaseStore
+
+from .conftest import people, write_source
+from .test_factory import PARTITIONS, _defs, _failure, _run
+
+
+def test_out_of_order_release_names_its_predecessor(tmp_path, spec_path, instance):
+    write_source(tmp_path / "data.duckdb", people(90))
+    defs = _defs(tmp_path, spec_path)
+    instance.add_dynamic_partitions(PARTITIONS, ["000001", "000002"])
+    result = _run(defs, instance, "000002")
+    assert not result.success
+    assert "predecessor 000001" in _failure(result)
+    assert _run(defs, instance, "000001").success
+    assert _run(defs, instance, "000002").success
+
+
+def test_schema_drift_in_the_source_is_refused(tmp_path, spec_path, instance):
+    write_source(tmp_path / "data.duckdb", people(90))
+    defs = _defs(tmp_path, spec_path)
+    assert _run(defs, instance, "000001").success
+    write_source(tmp_path / "data.duckdb", people(90).drop(columns="zipcode"))
+    dropped = _run(defs, instance, "000002")
+    assert not dropped.success and "['zipcode']" in _failure(dropped) and "schema drift" in _failure(dropped)
+    write_source(tmp_path / "data.duckdb", people(90).assign(visits=lambda d: d["visits"].astype(str) + " visits"))
+    retyped = _run(defs, instance, "000002")
+    assert not retyped.success and "'visits' was BIGINT, now VARCHAR" in _failure(retyped)
+    assert ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path)).release_ids() == [1]
+
+
+def test_locked_store_fails_with_a_clear_message(tmp_path, spec_path, instance):
+    write_source(tmp_path / "data.duckdb", people(90))
+    store = tmp_path / "releases.duckdb"
+    duckdb.connect(str(store)).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import duckdb, sys, time
+            con = duckdb.connect({str(store)!r})
+            print("locked", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = _run(_defs(tmp_path, spec_path), instance, "000001")
+        assert not result.success
+        message = _failure(result)
+        assert "locked by" in message and str(holder.pid) in message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_change_log_partitions_rebuild_their_snapshots(tmp_path, spec_path, instance):
+    log = _change_log()
+    path = tmp_path / "data.duckdb"
+    write_source(path, log, table="source.people_log")
+    source = DuckDBSource(database=str(path), table="source.people_log", change_log="source.people_log")
+    defs = release_definitions(spec_path, tmp_path / "releases.duckdb", source)
+    for position in (2, 3):
+        assert _run(defs, instance, partition_key(position)).success
+    store = ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path))
+    second = store.snapshot(2).set_index("id")
+    assert sorted(second.index) == list(range(1, 80)) + list(range(100, 110))
+    assert second.loc[5, "visits"] == 42  # updated at position 3
+    assert sorted(store.snapshot(1)["id"]) == list(range(100))  # key 000002 is release 1: the log at position 2
+
+
+def _change_log() -> pd.DataFrame:
+    """Position 1: 80 inserts; 2: 20 more inserts; 3: id 0 deleted, id 5 updated, ids 80..99 deleted, 10 new."""
+    base = people(80)
+    more = people(20, seed=1, start=80)
+    updated = base[base["id"] == 5].assign(visits=42)
+    gone = pd.concat([base[base["id"] == 0], more])
+    new = people(10, seed=2, start=100)
+    parts = [
+        base.assign(position=1, op="insert"),
+        more.assign(position=2, op="insert"),
+        updated.assign(position=3, op="update"),
+        gone.assign(position=3, op="delete"),
+        new.assign(position=3, op="insert"),
+    ]
+    return pd.concat(parts, ignore_index=True)
