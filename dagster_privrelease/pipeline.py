@@ -106,7 +106,8 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
     """The verifiers and attacks over releases 1..i-1 plus the candidate of release i.
 
     Each report's summary gets ``kind`` ("guarantee" or "attack") and ``blocking`` (a failed guarantee always
-    blocks; a disclosing attack blocks unless the model is a single-release baseline).
+    blocks; a disclosing attack blocks unless the model is a single-release baseline). The candidate sets the
+    attacks computed are kept in the store, so judging release i+1 computes only its own.
     """
     history = store.history(candidate=release_id)
     attacks_block = history.spec.model.name not in SINGLE_RELEASE_MODELS
@@ -119,6 +120,7 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
             report.summary["kind"] = kind
             report.summary["blocking"] = blocks
             reports.append(report)
+    store.save_candidate_sets(history.candidate_sets)
     return reports
 
 

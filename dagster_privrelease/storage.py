@@ -55,6 +55,8 @@ _FIXED_DDL = (
     '"role" VARCHAR NOT NULL, sql_type VARCHAR NOT NULL)',
     'CREATE TABLE IF NOT EXISTS private.sensitive_domain ("value" VARCHAR PRIMARY KEY, "rank" BIGINT NOT NULL)',
     "CREATE TABLE IF NOT EXISTS private.digest (release_id BIGINT PRIMARY KEY, digest VARCHAR NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS private.candidate_set (release_id BIGINT PRIMARY KEY, n_rows BIGINT NOT NULL, "
+    "n_values BIGINT NOT NULL, css BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS private.candidate_meta (release_id BIGINT NOT NULL, model VARCHAR NOT NULL, "
     "params VARCHAR NOT NULL, attributes VARCHAR[] NOT NULL)",
     'CREATE TABLE IF NOT EXISTS private.candidate_counterfeit (release_id BIGINT NOT NULL, group_id BIGINT NOT NULL, '
@@ -450,7 +452,26 @@ class ReleaseStore:
                 counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
                 snapshots=_frame(con, "SELECT * FROM private.snapshot WHERE release_id <= ?", [last]),
                 hosting=read("private.hosting", "private.candidate_hosting"),
+                candidate_sets=_candidate_sets(con, last),
             )
+
+    def save_candidate_sets(self, sets: dict[int, np.ndarray]) -> None:
+        """Keep the judge's candidate sensitive sets (``History.candidate_sets``) of releases that are staged or
+        published, so that the next history reads them instead of recomputing them; a later ``stage_candidate``
+        or ``discard`` of a release drops its sets and those of every later release."""
+        rows = pd.DataFrame([
+            {"release_id": j, "n_rows": css.shape[0], "n_values": css.shape[1],
+             "css": np.packbits(css, axis=None).tobytes()}
+            for j, css in sorted(sets.items())
+        ])
+        if not len(rows):
+            return
+        with self._transaction() as con:
+            staged = set(_staged_ids(con)) | set(_published_ids(con))
+            rows = rows[rows["release_id"].isin(staged)]
+            con.execute("DELETE FROM private.candidate_set WHERE release_id IN (SELECT unnest(?))",
+                        [rows["release_id"].tolist()])
+            _insert(con, "private.candidate_set", rows)
 
     def manifest(self) -> pd.DataFrame:
         """``published.manifest``, one row per release: release_id, model, params (dict), attributes (list),
@@ -491,7 +512,8 @@ class ReleaseStore:
             published = _published_ids(con)
             if release_id in published:
                 raise StoreError(f"release {release_id} is published; a published release is never discarded")
-            tables = ["snapshot", "candidate_release", "candidate_counterfeit", "candidate_hosting", "candidate_meta"]
+            tables = ["snapshot", "candidate_release", "candidate_counterfeit", "candidate_hosting", "candidate_meta",
+                      "candidate_set"]
             for table in tables + _state_tables(con, "candidate_state_"):
                 if _table_exists(con, "private", table):
                     con.execute(f"DELETE FROM private.{table} WHERE release_id >= ?", [release_id])
@@ -505,6 +527,7 @@ class ReleaseStore:
                       "private.candidate_meta"]
             for table in tables + [f"private.{t}" for t in _state_tables(con, "candidate_state_")]:
                 con.execute(f"DELETE FROM {table} WHERE release_id = ?", [release_id])
+            con.execute("DELETE FROM private.candidate_set WHERE release_id >= ?", [release_id])
             _insert(con, "private.candidate_release", _with_id(release.table, release_id))
             _insert(con, "private.candidate_counterfeit", _with_id(release.counterfeits, release_id))
             _insert(con, "private.candidate_hosting", _with_id(release.hosting, release_id))
@@ -610,6 +633,18 @@ def _integral(series: pd.Series) -> bool:
         return False
     values = series.dropna().to_numpy(dtype=np.float64)
     return bool(np.all(np.isfinite(values) & (values == np.round(values))))
+
+
+def _candidate_sets(con: duckdb.DuckDBPyConnection, upto: int) -> dict[int, np.ndarray]:
+    """The kept candidate sensitive sets of releases 1..``upto`` (``ReleaseStore.save_candidate_sets``)."""
+    if not _table_exists(con, "private", "candidate_set"):
+        return {}
+    rows = con.execute("SELECT release_id, n_rows, n_values, css FROM private.candidate_set WHERE release_id <= ?",
+                       [upto]).fetchall()
+    return {
+        int(j): np.unpackbits(np.frombuffer(blob, dtype=np.uint8), count=n * v).astype(bool).reshape(n, v)
+        for j, n, v, blob in rows
+    }
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:

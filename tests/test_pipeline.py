@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from dagster_privrelease import pipeline
+from dagster_privrelease.core.attacks import attack_history
 from dagster_privrelease.core.history import Report
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
@@ -197,3 +200,30 @@ def test_model_refusal_publishes_nothing(tmp_path):
     with pytest.raises(NotPublishable):
         pipeline.release_next(store, rows)
     assert store.release_ids() == []
+
+
+def test_kept_candidate_sets_equal_a_fresh_computation(store):
+    """The judge keeps each release's candidate sets; an attack over a history read with them reports exactly
+    what it reports when every set is recomputed from the releases and snapshots."""
+    for ids in (range(60), range(10, 75), range(20, 90)):
+        pipeline.release_next(store, table(ids))
+    kept = store.history()
+    assert sorted(kept.candidate_sets) == [1, 2, 3]
+    fresh = dataclasses.replace(kept, candidate_sets={})
+    for a, b in zip(attack_history(kept, ["intersection"]), attack_history(fresh, ["intersection"]), strict=True):
+        assert a.summary == b.summary
+        pd.testing.assert_frame_equal(a.violations, b.violations)
+    for j in (1, 2, 3):
+        np.testing.assert_array_equal(kept.candidate_sets[j], fresh.candidate_sets[j])
+
+
+def test_restaging_a_candidate_drops_its_kept_candidate_sets(store):
+    pipeline.release_next(store, table(range(60)))
+    pipeline.stage(store, 2, table(range(10, 75)))
+    pipeline.make_candidate(store, 2)
+    pipeline.judge(store, 2)
+    assert sorted(store.history(candidate=2).candidate_sets) == [1, 2]
+    pipeline.make_candidate(store, 2, ["age", "sex"])
+    assert sorted(store.history(candidate=2).candidate_sets) == [1]
+    store.discard(2)
+    assert sorted(store.history().candidate_sets) == [1]

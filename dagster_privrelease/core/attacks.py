@@ -232,17 +232,25 @@ def candidate_sets(history: History, release_id: int) -> tuple[pd.DataFrame, np.
     a projection without it) narrows nothing: every value stays a candidate.
     """
     spec = history.spec
-    table = _release(history, release_id)
     snap = _snapshot(history, release_id)
+    css = history.candidate_sets.get(release_id)
+    if css is None or css.shape != (len(snap), len(spec.sensitive_values)):
+        css = history.candidate_sets[release_id] = _candidate_matrix(history, release_id, snap)
+    return snap[[spec.id, spec.sensitive]], css
+
+
+def _candidate_matrix(history: History, release_id: int, snap: pd.DataFrame) -> np.ndarray:
+    """The candidate sensitive sets of ``candidate_sets``, computed from the release and the snapshot."""
+    spec = history.spec
+    table = _release(history, release_id)
     if table[spec.sensitive].isna().all():
-        return snap[[spec.id, spec.sensitive]], np.ones((len(snap), len(spec.sensitive_values)), dtype=bool)
+        return np.ones((len(snap), len(spec.sensitive_values)), dtype=bool)
     names = released_attributes(table, spec)
     _, lo, hi, counts = _classes(table, spec, names)
     points = encode(snap, spec, tuple(names))
     pi, gi = contained_pairs(points, lo, hi)
     member = sparse.csr_matrix((np.ones(len(pi)), (pi, gi)), shape=(len(snap), len(lo)))
-    css = np.asarray((member @ sparse.csr_matrix(counts > 0)).todense()) > 0
-    return snap[[spec.id, spec.sensitive]], css
+    return np.asarray((member @ sparse.csr_matrix(counts > 0)).todense()) > 0
 
 
 def _as_tuples(matrix: np.ndarray, values: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -520,13 +528,16 @@ def _shared_persons(cls: np.ndarray, person: np.ndarray, signature: np.ndarray):
 
 def _only(members: pd.DataFrame, mine: np.ndarray, other: np.ndarray) -> list[tuple]:
     """Per pair p, the persons of class ``mine[p]`` not in class ``other[p]`` (sorted), by an anti-join."""
+    if not len(mine):
+        return []
     pairs = pd.DataFrame({"p": np.arange(len(mine)), "cls": mine, "other": other})
     left = pairs.merge(members, on="cls")
     right = pairs.drop(columns="cls").rename(columns={"other": "cls"}).merge(members, on="cls")
     both = left.merge(right[["p", "who"]], on=["p", "who"], how="left", indicator=True)
     alone = both[both["_merge"] == "left_only"].sort_values(["p", "who"])
-    grouped = alone.groupby("p")["who"].agg(tuple)
-    return [grouped.get(p, ()) for p in range(len(mine))]
+    p = alone["p"].to_numpy()
+    cuts = np.searchsorted(p, np.arange(1, len(mine)))
+    return [tuple(part) for part in np.split(alone["who"].to_numpy(object), cuts)]
 
 
 def _lifetime_candidates(history: History) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .spec import Spec
@@ -25,6 +26,10 @@ class History:
     snapshots:    ``private.snapshot``: ``release_id, <id>, <attributes>`` (T(j)); the publisher's truth and the
                   adversary's background knowledge B(n) (QI values and lifespans, Xiao-Tao Def. 6).
     hosting:      ``private.hosting``: ``release_id, <id>, group_id`` (each genuine tuple's hosting group).
+    candidate_sets: the judge's own memo, release id -> the candidate sensitive sets of that release's
+                  individuals (``attacks.candidate_sets``: a boolean matrix, rows in snapshot order). Derived
+                  from the fields above only; the store keeps it for published releases so that judging
+                  release n computes one release's sets, not n.
     """
 
     spec: Spec
@@ -32,6 +37,7 @@ class History:
     counterfeits: pd.DataFrame
     snapshots: pd.DataFrame | None = None
     hosting: pd.DataFrame | None = None
+    candidate_sets: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def release_ids(self) -> list[int]:
