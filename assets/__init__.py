@@ -13,6 +13,7 @@ this module touches no data and no file.
 """
 
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -26,7 +27,9 @@ import pandas as pd
 from dagster_privrelease import datasets
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.core.stream import changes, split_base_pool, stream
-from dagster_privrelease.orchestration import DuckDBSource, release_definitions
+from dagster_privrelease.orchestration import DuckDBSource, release_definitions, sensors
+from dagster_privrelease.orchestration.factory import QUIET, raise_unless_published
+from dagster_privrelease.storage import ReleaseStore
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 
@@ -124,6 +127,44 @@ def _changes_job(demo: Demo) -> dg.JobDefinition:
         step()
 
     return job
+
+
+def run_demo(
+    name: str, releases: int, home: Path | None = None, on_release: Callable[[int, dict], None] | None = None
+) -> tuple[pd.DataFrame, Path]:
+    """Start demo ``name`` over under ``home`` and publish ``releases`` releases through this code location's
+    definitions, as ``dagster dev`` would: each step changes the source (``demo_changes``), ticks the source
+    sensor the daemon's way and runs the release job it requests in-process, on a persistent Dagster instance
+    in ``home/.dagster`` (so the UI shows the runs). ``on_release(i, counts)`` is called after release i.
+
+    Returns the store's manifest and the Dagster home. Raises the package's error (e.g. ``NotPublishable``) of
+    a release that was refused; the releases before it stay published.
+    """
+    home = home or demo_home()
+    demo = DEMOS[name]
+    shutil.rmtree(demo.folder(home), ignore_errors=True)
+    dagster_home = home / ".dagster"
+    shutil.rmtree(dagster_home, ignore_errors=True)
+    dagster_home.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("dagster.yaml"), dagster_home / "dagster.yaml")
+    defs = build_definitions(home)
+    job = defs.resolve_job_def(f"{name}_release")
+    cursor = None
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        for i in range(1, releases + 1):
+            counts = demo_changes(name, home)
+            data = sensors.tick(defs, instance, f"{name}_source_changed", cursor)
+            cursor = data.cursor
+            for request in data.run_requests:
+                result = job.execute_in_process(
+                    partition_key=request.partition_key, tags=request.tags, instance=instance, raise_on_error=False,
+                    run_config=QUIET,
+                )
+                raise_unless_published(result, name, request.partition_key)
+            if on_release:
+                on_release(i, counts)
+    store = ReleaseStore(demo.folder(home) / "releases.duckdb", load_spec(demo.spec))
+    return store.manifest(), dagster_home
 
 
 def build_definitions(home: Path | None = None) -> dg.Definitions:

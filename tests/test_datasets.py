@@ -127,7 +127,7 @@ def test_demo_spec_accepts_every_row_of_its_dataset(spec_file, fixture, request)
 
 def test_demo_specs_parse_as_documented():
     adult = load_spec(RESOURCES / "adult.yaml")
-    assert (adult.model.name, adult.model.params["l"]) == ("l_diversity", 3)
+    assert (adult.model.name, adult.model.params["m"]) == ("m_invariance", 4)
     assert list(adult.quasi_identifiers) == ["age", "education", "marital_status", "race", "sex", "workclass",
                                              "native_country"]
     assert adult.sensitive == "occupation" and len(adult.sensitive_values) == 14

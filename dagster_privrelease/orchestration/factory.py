@@ -19,6 +19,7 @@ executor and tags its runs ``privrelease/table``. Publication is its own asset d
 checks, so a failed check stops it and leaves ``published`` untouched.
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -38,6 +39,9 @@ from .expectations import validate_release
 from .resources import ReleaseStoreResource
 from .sensors import ATTRIBUTES_TAG, TAG, request_sensor, source_sensor
 from .source import DuckDBSource, FrameSource, partition_key, predecessor, release_number
+
+#: Run config of an in-process release run that logs only errors to the console (the event log keeps all).
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def release_definitions(
@@ -236,7 +240,11 @@ def same_rows(staged: pd.DataFrame, rows: pd.DataFrame, spec, key: str, release_
 
 
 def run_release(
-    spec_path: str | Path, db_path: str | Path, snapshot_df: pd.DataFrame, instance: dg.DagsterInstance | None = None
+    spec_path: str | Path,
+    db_path: str | Path,
+    snapshot_df: pd.DataFrame,
+    instance: dg.DagsterInstance | None = None,
+    attributes: Sequence[str] | None = None,
 ) -> dict:
     """Publish ``snapshot_df`` as the next release of the store at ``db_path`` through the release job.
 
@@ -246,7 +254,8 @@ def run_release(
     naming the failed checks when a blocking check failed (nothing published; a retry with the same rows goes
     on from the staged snapshot), StoreError when the next release is already staged from other rows (publish
     it, or ``ReleaseStore.discard`` it), and the package's own error (SnapshotError, SpecError, ...) when a
-    step refused its input.
+    step refused its input. ``attributes`` restricts the published quasi-identifiers (a release request of the
+    vertical models), as the request sensor's tag does.
     """
     defs = release_definitions(spec_path, db_path, FrameSource(snapshot_df))
     spec = load_spec(spec_path)
@@ -256,8 +265,9 @@ def run_release(
     staged = store.snapshot(release_id)
     if staged is not None and frame_digest(validate_snapshot(snapshot_df, spec)) != frame_digest(staged):
         raise StoreError(
-            f"{db_path}: release {release_id} is already staged from earlier rows but not published; publish it "
-            f"(its partition in Dagster) or discard it (ReleaseStore.discard({release_id})) before a new snapshot"
+            f"{db_path}: release {release_id} was staged earlier from other rows and never published; a staged "
+            f"snapshot is never overwritten. Publish it as it is (its partition in Dagster), or discard it first "
+            f"(privrelease discard --release {release_id}, or ReleaseStore.discard({release_id}))"
         )
     instance = instance or dg.DagsterInstance.ephemeral()
     name = f"{spec.name}_releases"
@@ -270,18 +280,32 @@ def run_release(
         instance.add_dynamic_partitions(name, added)
     key = sorted([*keys, *added])[release_id - 1]
     job = defs.resolve_job_def(f"{spec.name}_release")
+    tags = {TAG: spec.name, **({ATTRIBUTES_TAG: ",".join(attributes)} if attributes else {})}
     try:
-        result = job.execute_in_process(partition_key=key, instance=instance, tags={TAG: spec.name})
+        result = job.execute_in_process(partition_key=key, instance=instance, tags=tags, run_config=QUIET)
     except dg.DagsterExecutionStepExecutionError as exc:
         if isinstance(exc.user_exception, PrivReleaseError):
             raise exc.user_exception from exc
         raise
+    raise_unless_published(result, spec.name, key)
+    row = store.manifest().set_index("release_id").loc[release_id].to_dict()
+    return {"release_id": release_id, "partition_key": key, "run_id": result.run_id, **row}
+
+
+def raise_unless_published(result: dg.ExecuteInProcessResult, table: str, key: str) -> None:
+    """Raise NotPublishable naming the failed blocking checks, or the refusal (``Failure``) of a step, when the
+    release run ``result`` of partition ``key`` did not publish; return quietly when it did."""
     failed = [
         e for e in result.get_asset_check_evaluations()
         if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
     ]
     if failed:
         why = "; ".join(f"{e.check_name}: {e.description or 'failed'}" for e in failed)
-        raise NotPublishable(f"{spec.name} release {release_id} was not published; blocking check(s) failed: {why}")
-    row = store.manifest().set_index("release_id").loc[release_id].to_dict()
-    return {"release_id": release_id, "partition_key": key, "run_id": result.run_id, **row}
+        raise NotPublishable(f"{table} release {key} was not published; blocking check(s) failed: {why}")
+    for event in result.all_events:
+        if event.is_step_failure:
+            data = event.step_failure_data
+            why = data.user_failure_data.description if data.user_failure_data else data.error.message.strip()
+            raise NotPublishable(f"{table} release {key} was not published; step {event.step_key} failed: {why}")
+    if not result.success:
+        raise NotPublishable(f"{table} release {key} was not published; run {result.run_id} failed")

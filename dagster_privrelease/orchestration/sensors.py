@@ -136,3 +136,16 @@ def _release(partitions, table: str, key: str, cursor: str, tags: dict) -> dg.Se
         dynamic_partitions_requests=[partitions.build_add_request([key])],
         cursor=cursor,
     )
+
+
+def tick(defs: dg.Definitions, instance: dg.DagsterInstance, sensor: str, cursor: str | None):
+    """One tick of ``sensor`` as the daemon evaluates it (``evaluate_tick``), its partition requests applied to
+    ``instance``. Returns the tick's data: the caller launches its ``run_requests`` and passes its ``cursor`` on."""
+    # entered and left like the daemon does: the context's own instance must not outlive the tick
+    with dg.build_sensor_context(
+        instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources
+    ) as context:
+        data = defs.resolve_sensor_def(sensor).evaluate_tick(context)
+    for request in data.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return data

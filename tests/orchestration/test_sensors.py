@@ -12,10 +12,10 @@ from .test_factory import JOB
 def _tick(defs, name, instance, cursor=None):
     """One tick as the sensor daemon evaluates it: through an instance ref, so that the run requests are resolved
     against the instance's partitions plus the ones the same tick adds."""
-    context = dg.build_sensor_context(
+    with dg.build_sensor_context(
         instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources
-    )
-    return defs.resolve_sensor_def(name).evaluate_tick(context)
+    ) as context:
+        return defs.resolve_sensor_def(name).evaluate_tick(context)
 
 
 def _apply(instance, data):
