@@ -1,4 +1,4 @@
-"""The Dagster layer on UCI Adult (45,222 rows; resources/adult.yaml, the ℓ-diversity baseline): sensor-to-
+"""The Dagster layer on UCI Adult (45,222 rows; resources/adult.yaml, m-invariance with m = 4): sensor-to-
 published latency and Dagster's overhead per release against the core's own time.
 
 Stream (``core.stream``): T(1) = all of Adult but a pool of 2,000 rows (43,222 rows), then releases with 1,000
@@ -25,6 +25,7 @@ from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.core.stream import split_base_pool, stream
 from dagster_privrelease.errors import DatasetUnavailable
 from dagster_privrelease.orchestration import DuckDBSource, release_definitions, sensors
+from dagster_privrelease.orchestration.factory import QUIET
 from dagster_privrelease.storage import ReleaseStore
 
 from .common import ROOT, figure, print_table, ratio, skip
@@ -84,7 +85,8 @@ def main() -> None:
             ticked = time.perf_counter() - start
             (request,) = tick.run_requests
             run_start = time.perf_counter()
-            result = job.execute_in_process(partition_key=request.partition_key, tags=request.tags, instance=instance)
+            result = job.execute_in_process(partition_key=request.partition_key, tags=request.tags, instance=instance,
+                                            run_config=QUIET)
             assert result.success
             run = time.perf_counter() - run_start
             latency = time.perf_counter() - start
