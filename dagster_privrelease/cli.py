@@ -20,9 +20,8 @@ from rich.table import Table
 
 from .core.history import Report
 from .core.spec import Spec, load_spec
-from .core.stream import changes
 from .errors import PrivReleaseError
-from .pipeline import read_snapshot
+from .pipeline import read_snapshot, release_changes
 from .storage import ReleaseStore, read_manifest
 
 app = typer.Typer(
@@ -81,7 +80,7 @@ def release(
         with console.status("releasing through the Dagster release job (snapshot, candidate, checks, publication)"):
             row = run_release(spec, db, frame, attributes=names)
         store = ReleaseStore(db, load_spec(spec))
-        delta = store_changes(store, row["release_id"])
+        delta = release_changes(store, row["release_id"])
     table = Table(title=f"release {row['release_id']} published to {db}")
     for column in ("model", "rows", "groups", "counterfeits", "inserts", "deletes", "updates", "LM"):
         table.add_column(column, justify="left" if column == "model" else "right")
@@ -90,14 +89,6 @@ def release(
                   _number(row["utility"].get("lm")))
     console.print(table)
     console.print(_checks_line(row["checks"]))
-
-
-def store_changes(store: ReleaseStore, release_id: int) -> dict[str, int]:
-    """Inserts, deletes and updates of T(release_id) against T(release_id - 1) (all inserts for the first)."""
-    snapshot = store.snapshot(release_id)
-    if release_id == 1:
-        return {"inserts": len(snapshot), "deletes": 0, "updates": 0}
-    return changes(store.snapshot(release_id - 1), snapshot, store.spec.id)
 
 
 @app.command()
@@ -205,14 +196,6 @@ def demo(
                   f".venv/bin/dagster dev -w workspace.yaml", highlight=False, soft_wrap=True)
     console.print(f"judge it again: privrelease attack --spec {assets.DEMOS[table].spec} --db {db}",
                   highlight=False, soft_wrap=True)
-
-
-def resource(name: str) -> Path:
-    """A file of the bundled ``resources/`` folder (the working directory's first, then the package checkout's)."""
-    for folder in (Path.cwd() / "resources", Path(__file__).resolve().parents[1] / "resources"):
-        if (folder / name).exists():
-            return folder / name
-    raise typer.BadParameter(f"resources/{name} not found in {Path.cwd()} or beside the package")
 
 
 def _demo_table(manifest, steps: Sequence[dict], spec: Spec) -> None:

@@ -145,12 +145,7 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     utility = summarise(release.table, release.counterfeits, spec, snapshot=snapshot)
     checks = {r.name: bool(r.ok) for r in reports}
     store.publish(release_id, release, checks, utility)
-    before = store.snapshot(release_id - 1) if release_id > 1 else None
-    delta = (
-        changes(before, snapshot, spec.id)
-        if before is not None
-        else {"inserts": len(snapshot), "deletes": 0, "updates": 0}
-    )
+    delta = release_changes(store, release_id, snapshot)
     return {
         "release_id": release_id,
         "model": release.model,
@@ -161,6 +156,15 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
         "checks": checks,
         "utility": utility,
     }
+
+
+def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
+    """Inserts, deletes and updates of T(release_id) (``snapshot``, read from the store when None) against
+    T(release_id - 1); every row is an insert in the first release."""
+    snapshot = store.snapshot(release_id) if snapshot is None else snapshot
+    if release_id == 1:
+        return {"inserts": len(snapshot), "deletes": 0, "updates": 0}
+    return changes(store.snapshot(release_id - 1), snapshot, store.spec.id)
 
 
 def release_next(

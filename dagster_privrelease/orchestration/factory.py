@@ -29,7 +29,6 @@ from dagster import AssetExecutionContext
 from .. import pipeline
 from ..core.history import Report
 from ..core.spec import load_spec, validate_snapshot
-from ..core.stream import changes
 from ..core.utility import summarise
 from ..errors import NotPublishable, PrivReleaseError, StoreError
 from ..storage import ReleaseStore, frame_digest
@@ -119,11 +118,7 @@ def _assets(table: str, partitions: dg.DynamicPartitionsDefinition, keys: Keys) 
             if staged is not None:
                 same_rows(staged, rows, store.spec, context.partition_key, release_id)
         frame = staged if staged is not None else pipeline.stage(store, release_id, rows)
-        before = predecessor(partition_keys, context.partition_key)
-        previous = None if before is None else store.snapshot(release_number(partition_keys, before))
-        delta = {"inserts": len(frame), "deletes": 0, "updates": 0}
-        if previous is not None:
-            delta = changes(previous, frame, store.spec.id)
+        delta = pipeline.release_changes(store, release_id, frame)
         return dg.MaterializeResult(
             metadata={"rows": len(frame), **delta, "captured": staged is None, "release_id": release_id}
         )
