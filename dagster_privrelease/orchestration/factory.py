@@ -74,6 +74,7 @@ def release_definitions(
     if requests is not None:
         sensors.append(request_sensor(table, partitions, keys, job, Path(requests)))
     return dg.Definitions(
+        executor=dg.in_process_executor,  # also for the implicit asset job of UI launches and backfills
         assets=assets,
         asset_checks=checks,
         jobs=[job],
