@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import dagster as dg
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -11,6 +15,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dagster_privrelease import cli
+from dagster_privrelease.core.attacks import attack_history
+from dagster_privrelease.core.spec import load_spec
+from dagster_privrelease.core.stream import split_base_pool, stream
+from dagster_privrelease.storage import ReleaseStore
+
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 
 SPEC = {
     "name": "clinic",
@@ -154,3 +164,28 @@ def test_demo_publishes_adult_through_dagster(adult, tmp_path, monkeypatch):
         runs = instance.get_runs(dg.RunsFilter(job_name="adult_release"))
         assert sorted(r.tags["dagster/partition"] for r in runs) == ["000001", "000002"]
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_census_kdd_stream_of_twenty_releases_through_the_cli(census_kdd, tmp_path):
+    """Xiao-Tao's protocol on Census-KDD workers (T(1) 20,000 rows, r = 2,000, m = 4, the 7 QIs of
+    resources/census_kdd.yaml): 20 releases published by ``privrelease release``, i.e. through the Dagster
+    release job and its blocking checks, and then judged again: ``verify`` and ``attack`` on the store, and the
+    intersection attack with every candidate set recomputed rather than read back from the store."""
+    spec_path = RESOURCES / "census_kdd.yaml"
+    spec = load_spec(spec_path)
+    rng = np.random.default_rng(spec.seed)
+    base, pool = split_base_pool(census_kdd[spec.columns], 20_000, rng)
+    db = tmp_path / "census.duckdb"
+    for i, snapshot in enumerate(stream(base, pool, 2_000, 20, rng), start=1):
+        path = tmp_path / f"t{i}.parquet"
+        snapshot.to_parquet(path)
+        result = run("release", "--spec", spec_path, "--db", db, "--snapshot", path)
+        assert result.exit_code == 0, (i, result.output, result.stderr)
+    assert run("verify", "--spec", spec_path, "--db", db).exit_code == 0
+    assert run("attack", "--spec", spec_path, "--db", db).exit_code == 0
+    history = ReleaseStore(db, spec).history()
+    assert history.release_ids == list(range(1, 21))
+    (fresh,) = attack_history(dataclasses.replace(history, candidate_sets={}), ["intersection"])
+    assert fresh.ok and fresh.summary["attacked"] > 20_000 and fresh.summary["min_candidates"] >= 4

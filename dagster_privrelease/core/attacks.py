@@ -527,17 +527,40 @@ def _shared_persons(cls: np.ndarray, person: np.ndarray, signature: np.ndarray):
 
 
 def _only(members: pd.DataFrame, mine: np.ndarray, other: np.ndarray) -> list[tuple]:
-    """Per pair p, the persons of class ``mine[p]`` not in class ``other[p]`` (sorted), by an anti-join."""
+    """Per pair p, the persons of class ``mine[p]`` not in class ``other[p]`` (sorted): every class's members
+    as one padded row, in person order, of a (classes x largest class) table; a member of row ``mine[p]`` is
+    alone when the key (p, person) is not among the keys of row ``other[p]``, which are sorted by construction
+    (one ``searchsorted`` over all pairs)."""
     if not len(mine):
         return []
-    pairs = pd.DataFrame({"p": np.arange(len(mine)), "cls": mine, "other": other})
-    left = pairs.merge(members, on="cls")
-    right = pairs.drop(columns="cls").rename(columns={"other": "cls"}).merge(members, on="cls")
-    both = left.merge(right[["p", "who"]], on=["p", "who"], how="left", indicator=True)
-    alone = both[both["_merge"] == "left_only"].sort_values(["p", "who"])
-    p = alone["p"].to_numpy()
-    cuts = np.searchsorted(p, np.arange(1, len(mine)))
-    return [tuple(part) for part in np.split(alone["who"].to_numpy(object), cuts)]
+    members = members.sort_values(["cls", "who"], kind="stable")
+    cls = members["cls"].to_numpy()
+    who, people = pd.factorize(members["who"], sort=True)
+    size = np.bincount(cls, minlength=int(max(mine.max(), other.max())) + 1)
+    slot = np.arange(len(cls)) - np.concatenate(([0], np.cumsum(size)[:-1]))[cls]
+    table = np.full((len(size), int(size.max())), -1, dtype=np.int64)
+    table[cls, slot] = who
+    a, b = table[mine], table[other]
+    pair = np.arange(len(mine))[:, None] * len(people)
+    keys_b = (pair + b)[b >= 0]
+    keys_a = pair + a
+    at = np.minimum(np.searchsorted(keys_b, keys_a), len(keys_b) - 1)
+    alone = (a >= 0) & (keys_b[at] != keys_a)
+    rows, cols = np.nonzero(alone)
+    return _tuples_by_row(np.asarray(people, dtype=object)[a[rows, cols]], rows, len(mine))
+
+
+def _tuples_by_row(values: np.ndarray, rows: np.ndarray, n: int) -> list[tuple]:
+    """``values`` grouped into one tuple per row 0..n-1 (``rows`` sorted), rows of equal length at once."""
+    counts = np.bincount(rows, minlength=n)
+    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    out: list[tuple] = [()] * n
+    for c in np.unique(counts[counts > 0]):
+        which = np.flatnonzero(counts == c)
+        block = values[start[which][:, None] + np.arange(c)]
+        for row, items in zip(which.tolist(), map(tuple, block.tolist()), strict=True):
+            out[row] = items
+    return out
 
 
 def _lifetime_candidates(history: History) -> pd.DataFrame:
