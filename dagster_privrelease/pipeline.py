@@ -19,7 +19,7 @@ Bad input fails in ``stage`` before anything is written, so nothing is ever half
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -37,9 +37,6 @@ from .storage import ReleaseStore, frame_digest
 
 #: Models whose guarantee holds within one release only: attacks on their history are reported, never blocking.
 SINGLE_RELEASE_MODELS = frozenset({"k_anonymity", "l_diversity"})
-
-#: The steps of ``release_next``, in order (names given to its ``on_step`` callback).
-STEPS = ("stage", "candidate", "judge", "publish")
 
 
 def read_snapshot(path: str | Path) -> pd.DataFrame:
@@ -171,18 +168,14 @@ def release_next(
     store: ReleaseStore,
     df: pd.DataFrame,
     attributes: Sequence[str] | None = None,
-    on_step: Callable[[str], None] | None = None,
 ) -> dict:
     """Stage, make the candidate, judge and publish ``df`` as the next release; return ``publish``'s summary.
 
     When the next release was staged earlier (a run that stopped before publishing) from other rows, refuses
     (StoreError) rather than silently publishing the old capture: ``ReleaseStore.discard`` drops it.
-    ``on_step(name)`` is called before each of ``STEPS``.
     """
-    step = on_step or (lambda name: None)
     with store.session():
         release_id = next_release_id(store)
-        step("stage")
         staged = store.snapshot(release_id)
         if staged is not None and frame_digest(validate_snapshot(df, store.spec)) != frame_digest(staged):
             raise StoreError(
@@ -191,11 +184,8 @@ def release_next(
                 f"{release_id})"
             )
         stage(store, release_id, df)
-        step("candidate")
         make_candidate(store, release_id, attributes)
-        step("judge")
         reports = judge(store, release_id)
-        step("publish")
         return publish(store, release_id, reports)
 
 
