@@ -1,6 +1,7 @@
 """The one code path from a snapshot to a published release.
 
-Four steps, each a function a Dagster asset (or the CLI) calls on a ``ReleaseStore``:
+Four steps, each a function a Dagster asset or check calls on a ``ReleaseStore`` (``release_next`` chains them
+without Dagster):
 
 1. ``stage``: validate the snapshot T(i) and store it (never overwriting an earlier capture of T(i));
 2. ``make_candidate``: run the spec's model on T(i), the bound spec and what it may read of release i-1
