@@ -6,14 +6,16 @@ import textwrap
 
 import duckdb
 import pandas as pd
+import pytest
 
+from dagster_privrelease import storage
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.orchestration import DuckDBSource, release_definitions
 from dagster_privrelease.orchestration.source import partition_key
 from dagster_privrelease.storage import ReleaseStore
 
 from .conftest import people, write_source
-from .test_factory import PARTITIONS, _defs, _failure, _run
+from .test_factory import JOB, PARTITIONS, _defs, _failure, _run
 
 
 def test_out_of_order_release_names_its_predecessor(tmp_path, spec_path, instance):
@@ -94,3 +96,39 @@ def _change_log() -> pd.DataFrame:
         new.assign(position=3, op="insert"),
     ]
     return pd.concat(parts, ignore_index=True)
+
+
+def test_unknown_partition_is_refused(tmp_path, spec_path, instance):
+    """A key that is not a partition of the table (the sensors add them) publishes nothing."""
+    write_source(tmp_path / "data.duckdb", people(60))
+    defs = _defs(tmp_path, spec_path)
+    with pytest.raises(Exception, match="000007"):
+        defs.resolve_job_def(JOB).execute_in_process(partition_key="000007", instance=instance)
+    store = tmp_path / "releases.duckdb"
+    assert not store.exists() or ReleaseStore(store, load_spec(spec_path)).release_ids() == []
+
+
+def test_a_run_that_dies_while_publishing_leaves_nothing_and_its_rerun_publishes(
+    tmp_path, spec_path, instance, monkeypatch
+):
+    """The process dies after published.release was written inside the publication's transaction: nothing of the
+    release is in ``published``, and running the same partition again publishes it once."""
+    write_source(tmp_path / "data.duckdb", people(60))
+    defs = _defs(tmp_path, spec_path)
+    real = storage._insert
+
+    def dying(con, table, frame):
+        if table == "private.hosting":  # published.release, .counterfeit and .domain are already written
+            raise SystemExit("killed")
+        real(con, table, frame)
+
+    monkeypatch.setattr(storage, "_insert", dying)
+    assert not _run(defs, instance, "000001").success
+    with duckdb.connect(str(tmp_path / "releases.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM published.release").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM published.manifest").fetchone() == (0,)
+    monkeypatch.setattr(storage, "_insert", real)
+    assert _run(defs, instance, "000001").success
+    with duckdb.connect(str(tmp_path / "releases.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM published.release").fetchone() == (60,)
+        assert con.execute("SELECT release_id FROM published.manifest").fetchall() == [(1,)]
