@@ -126,9 +126,7 @@ def verify(spec: SpecPath, db: DbPath) -> None:
     with refusals():
         history = existing_store(db, load_spec(spec)).history()
         reports = verify_history(history)
-    _reports_table(f"guarantees over releases {_span(history.release_ids)}", reports)
-    if not all(r.ok for r in reports):
-        raise typer.Exit(1)
+    _verdict(f"guarantees over releases {_span(history.release_ids)}", reports)
 
 
 @app.command()
@@ -146,9 +144,7 @@ def attack(
     with refusals():
         history = existing_store(db, load_spec(spec)).history()
         reports = attack_history(history, [name] if name else None)
-    _reports_table(f"attacks on releases {_span(history.release_ids)}", reports)
-    if not all(r.ok for r in reports):
-        raise typer.Exit(1)
+    _verdict(f"attacks on releases {_span(history.release_ids)}", reports)
 
 
 @app.command()
@@ -210,6 +206,13 @@ def _demo_table(manifest, steps: Sequence[dict], spec: Spec) -> None:
                       _number(row.utility.get("ncp")), _number(row.utility.get("query_error")),
                       _checks_text(row.checks))
     console.print(table)
+
+
+def _verdict(title: str, reports: Sequence[Report]) -> None:
+    """Print ``reports`` as a table; exit with status 1 when any of them failed."""
+    _reports_table(title, reports)
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
 
 
 def _reports_table(title: str, reports: Sequence[Report]) -> None:

@@ -108,6 +108,7 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
     attacks computed are kept in the store, so judging release i+1 computes only its own.
     """
     history = store.history(candidate=release_id)
+    kept = dict(history.candidate_sets)  # read back from the store: only sets computed now are saved
     attacks_block = history.spec.model.name not in SINGLE_RELEASE_MODELS
     reports = []
     for kind, found, blocks in (
@@ -118,7 +119,7 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
             report.summary["kind"] = kind
             report.summary["blocking"] = blocks
             reports.append(report)
-    store.save_candidate_sets(history.candidate_sets)
+    store.save_candidate_sets({j: css for j, css in history.candidate_sets.items() if kept.get(j) is not css})
     return reports
 
 
@@ -156,6 +157,18 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     }
 
 
+def refuse_restaging(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> None:
+    """StoreError when ``release_id`` was staged earlier from rows other than ``df`` and never published: a
+    staged snapshot is never overwritten, and silently publishing the old capture would surprise the caller."""
+    staged = store.snapshot(release_id)
+    if staged is not None and frame_digest(validate_snapshot(df, store.spec)) != frame_digest(staged):
+        raise StoreError(
+            f"{store.path}: release {release_id} was staged earlier from other rows and never published; a staged "
+            f"snapshot is never overwritten. Publish it as it is (its partition in Dagster), or discard it first "
+            f"(privrelease discard --release {release_id}, or ReleaseStore.discard({release_id}))"
+        )
+
+
 def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
     """Inserts, deletes and updates of T(release_id) (``snapshot``, read from the store when None) against
     T(release_id - 1); every row is an insert in the first release."""
@@ -177,13 +190,7 @@ def release_next(
     """
     with store.session():
         release_id = next_release_id(store)
-        staged = store.snapshot(release_id)
-        if staged is not None and frame_digest(validate_snapshot(df, store.spec)) != frame_digest(staged):
-            raise StoreError(
-                f"release {release_id} was staged earlier from other rows and never published; a staged snapshot "
-                f"is never overwritten. Publish it as it is, or discard it first (privrelease discard --release "
-                f"{release_id})"
-            )
+        refuse_restaging(store, release_id, df)
         stage(store, release_id, df)
         make_candidate(store, release_id, attributes)
         reports = judge(store, release_id)

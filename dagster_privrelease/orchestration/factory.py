@@ -256,15 +256,8 @@ def run_release(
     defs = release_definitions(spec_path, db_path, FrameSource(snapshot_df))
     spec = load_spec(spec_path)
     store = ReleaseStore(db_path, spec)
-    published = store.release_ids()
-    release_id = (published[-1] if published else 0) + 1
-    staged = store.snapshot(release_id)
-    if staged is not None and frame_digest(validate_snapshot(snapshot_df, spec)) != frame_digest(staged):
-        raise StoreError(
-            f"{db_path}: release {release_id} was staged earlier from other rows and never published; a staged "
-            f"snapshot is never overwritten. Publish it as it is (its partition in Dagster), or discard it first "
-            f"(privrelease discard --release {release_id}, or ReleaseStore.discard({release_id}))"
-        )
+    release_id = pipeline.next_release_id(store)
+    pipeline.refuse_restaging(store, release_id, snapshot_df)
     instance = instance or dg.DagsterInstance.ephemeral()
     name = f"{spec.name}_releases"
     keys = sorted(instance.get_dynamic_partitions(name))
