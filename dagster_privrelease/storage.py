@@ -419,7 +419,8 @@ class ReleaseStore:
     def history(self, upto: int | None = None, candidate: int | None = None) -> History:
         """Published releases 1..``upto`` (default: all) with their snapshots and hosting groups; with
         ``candidate=i`` (then ``upto`` defaults to i-1 and must be i-1), the staged candidate appended as release
-        i. This is what the judge reads before publication. The spec is bound to the last snapshot."""
+        i. This is what the judge reads before publication. The spec is bound to the last snapshot. A release's
+        snapshot leaves out the tuples the release held back (``_without_held_back``)."""
         with self._open() as con:
             published = _published_ids(con)
             if candidate is not None:
@@ -450,7 +451,9 @@ class ReleaseStore:
                 spec=self._bound_spec(con, self._snapshot(con, last)),
                 releases=read("published.release", "private.candidate_release"),
                 counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
-                snapshots=_frame(con, "SELECT * FROM private.snapshot WHERE release_id <= ?", [last]),
+                snapshots=_without_held_back(
+                    con, _frame(con, "SELECT * FROM private.snapshot WHERE release_id <= ?", [last]), self.spec.id,
+                    upto, candidate),
                 hosting=read("private.hosting", "private.candidate_hosting"),
                 candidate_sets=_candidate_sets(con, last),
             )
@@ -710,6 +713,27 @@ def _write_states(con: duckdb.DuckDBPyConnection, prefix: str, release_id: int, 
         con.execute(f"CREATE TABLE IF NOT EXISTS private.{prefix}{name} ({', '.join(columns)})")
         con.execute(f"DELETE FROM private.{prefix}{name} WHERE release_id = ?", [release_id])
         _insert(con, f"private.{prefix}{name}", _with_id(frame, release_id))
+
+
+def _without_held_back(
+    con: duckdb.DuckDBPyConnection, snapshots: pd.DataFrame, id_column: str, upto: int, candidate: int | None
+) -> pd.DataFrame:
+    """``snapshots`` without the tuples each release held back (model state ``held_back``: one ``id_column`` per
+    tuple of T(j) that T*(j) leaves out, e.g. m-invariance's ``hold_back`` policy). For the judge such a tuple
+    was not in T(j): its published lifespan starts when a release publishes it, which is what the policy
+    guarantees against."""
+    frames = []
+    if "state_held_back" in _state_tables(con, "state_"):
+        frames.append(_frame(con, "SELECT * FROM private.state_held_back WHERE release_id <= ?", [upto]))
+    if candidate is not None and "candidate_state_held_back" in _state_tables(con, "candidate_state_"):
+        frames.append(_frame(con, "SELECT * FROM private.candidate_state_held_back WHERE release_id = ?",
+                             [candidate]))
+    held = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not len(held):
+        return snapshots
+    keys = pd.MultiIndex.from_frame(snapshots[["release_id", id_column]].astype({"release_id": np.int64}))
+    out = keys.isin(pd.MultiIndex.from_frame(held[["release_id", id_column]].astype({"release_id": np.int64})))
+    return snapshots[~out].reset_index(drop=True)
 
 
 def _states(con: duckdb.DuckDBPyConnection, prefix: str, release_id: int) -> dict[str, pd.DataFrame]:

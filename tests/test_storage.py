@@ -118,6 +118,23 @@ def test_candidate_round_trip_and_history_with_candidate(store):
     assert store.release_ids() == [1]  # the candidate is not published
 
 
+def test_history_leaves_out_the_tuples_a_release_held_back(store):
+    """A tuple in state ``held_back`` is not in T(j) for the judge, published or candidate; the stored snapshot
+    keeps it (the model reads it again as a new tuple of the next release)."""
+    store.stage_snapshot(1, snapshot(range(10)))
+    release = candidate(store, 1)
+    release.state["held_back"] = pd.DataFrame({"pid": np.array([3, 7], dtype=np.int64)})
+    store.publish(1, release, {"m_invariance": True}, {})
+    store.stage_snapshot(2, snapshot(range(12), seed=2))
+    second = candidate(store, 2)
+    second.state["held_back"] = pd.DataFrame({"pid": np.array([11], dtype=np.int64)})
+    store.stage_candidate(2, second)
+    snapshots = store.history(candidate=2).snapshots
+    assert sorted(snapshots.loc[snapshots["release_id"] == 1, "pid"]) == [0, 1, 2, 4, 5, 6, 8, 9]
+    assert sorted(snapshots.loc[snapshots["release_id"] == 2, "pid"]) == list(range(11))
+    assert len(store.snapshot(1)) == 10
+
+
 def test_publish_is_one_transaction(store, monkeypatch):
     rows = snapshot(range(10))
     store.stage_snapshot(1, rows)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .hierarchy import interval_labels, widen
+from .hierarchy import Taxonomy, interval_labels, widen
 from .spec import Spec
 
 
@@ -89,12 +89,16 @@ def sensitive_codes(snapshot: pd.DataFrame, spec: Spec) -> np.ndarray:
 
 
 def group_boxes(
-    X: np.ndarray, groups: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None = None
+    X: np.ndarray, groups: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None = None,
+    categorical: str = "node",
 ) -> pd.DataFrame:
     """The generalised box of each group: for each attribute ``A``, ``A``, ``A__lo``, ``A__hi``; index group id.
 
-    Numeric: ``[min, max]`` widened to ``min_width`` (§4.1 of Xiao-Tao). Categorical: the closure (smallest
-    taxonomy node) of the group's leaves. ``X`` is ``encode(...)``'s matrix; ``groups`` the group id per row.
+    Numeric: ``[min, max]`` widened to ``min_width`` (§4.1 of Xiao-Tao). Categorical, ``categorical="node"``:
+    the closure (smallest taxonomy node) of the group's leaves; ``"interval"``: the minimum interval of their
+    leaf ranks in the taxonomy's left-to-right leaf order (Xiao-Tao footnote 1), labelled by the node when the
+    interval is exactly one (``leaf_interval_labels``). ``X`` is ``encode(...)``'s matrix; ``groups`` the group
+    id per row.
     """
     names = attributes or tuple(spec.quasi_identifiers)
     frame = pd.DataFrame(X, columns=list(names))
@@ -108,12 +112,23 @@ def group_boxes(
         if qi.numeric:
             lo, hi = widen(lo, hi, qi.min_width)
             label = interval_labels(lo, hi)
+        elif categorical == "interval":
+            label = leaf_interval_labels(qi.taxonomy, lo.astype(np.int64), hi.astype(np.int64))
         else:
             label, lo, hi = qi.taxonomy.generalise(lo.astype(np.int64), hi.astype(np.int64))
         boxes[name] = label
         boxes[f"{name}__lo"] = lo
         boxes[f"{name}__hi"] = hi
     return pd.DataFrame(boxes, index=agg.index)
+
+
+def leaf_interval_labels(taxonomy: Taxonomy, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Readable labels of leaf-rank intervals ``lo..hi``: the name of the node covering exactly those leaves
+    (a leaf's own name for a single leaf), else ``"[<first leaf>, <last leaf>]"``."""
+    names, node_lo, node_hi = taxonomy.generalise(lo, hi)
+    leaves = np.asarray(taxonomy.leaves, dtype=object)
+    ranged = "[" + leaves[lo] + ", " + leaves[hi] + "]"
+    return np.where((node_lo == lo) & (node_hi == hi), names, ranged)
 
 
 def build_release(
@@ -124,16 +139,18 @@ def build_release(
     counterfeits: pd.DataFrame | None = None,
     attributes: tuple[str, ...] | None = None,
     state: dict[str, pd.DataFrame] | None = None,
+    categorical: str = "node",
 ) -> Release:
     """Publish a homogeneous partition: every tuple gets its group's box (Xiao-Tao Def. 2).
 
     ``groups``: group id per snapshot row. ``counterfeits``: optional rows ``(group_id, <sensitive>)``, one per
     counterfeit tuple; they take their group's box, which is computed from the genuine tuples only (a counterfeit
-    has no QI values). Rows are shuffled with ``rng`` so that position reveals nothing.
+    has no QI values). ``categorical``: how categorical values are generalised (``group_boxes``). Rows are
+    shuffled with ``rng`` so that position reveals nothing.
     """
     names = attributes or tuple(spec.quasi_identifiers)
     groups = np.asarray(groups)
-    boxes = group_boxes(encode(snapshot, spec, names), groups, spec, names)
+    boxes = group_boxes(encode(snapshot, spec, names), groups, spec, names, categorical)
     genuine = snapshot[[*spec.non_identifiers, spec.sensitive]].copy()
     genuine.insert(0, "group_id", groups)
     fakes = pd.DataFrame(columns=["group_id", spec.sensitive]) if counterfeits is None else counterfeits

@@ -37,7 +37,11 @@ class Param:
 MODELS: dict[str, dict[str, Param]] = {
     "k_anonymity": {"k": Param(int, 2)},
     "l_diversity": {"l": Param(int, 2), "form": Param(str, default="frequency", choices=("frequency", "distinct"))},
-    "m_invariance": {"m": Param(int, 2), "hold_back": Param(bool, default=False)},
+    "m_invariance": {
+        "m": Param(int, 2),
+        "hold_back": Param(bool, default=False),
+        "categorical": Param(str, default="interval", choices=("interval", "node")),
+    },
 }
 
 #: The parameter of each model that cannot exceed the number of distinct sensitive values.

@@ -281,6 +281,40 @@ def test_split_places_counterfeits_first_and_ignores_them_in_extents():
     assert groups[0] == groups[1] and groups[2] == groups[3]
 
 
+def _education_release(categorical: str) -> pd.DataFrame:
+    """One m = 2 release of four tuples whose split puts {primary, secondary} and {bachelor, master} (adjacent
+    leaves of different nodes of the taxonomy below) in one group each."""
+    spec = parse_spec({
+        "name": "edu", "id": "pid",
+        "quasi_identifiers": {"education": {"type": "categorical", "hierarchy": {
+            "Any": {"School": ["primary", "secondary"], "University": {"Undergrad": ["bachelor"],
+                                                                        "Graduate": ["master", "doctorate"]}}}}},
+        "model": {"name": "m_invariance", "m": 2, "categorical": categorical},
+        "sensitive": {"name": "disease", "values": ["flu", "gastritis"]},
+    })
+    raw = pd.DataFrame({"pid": [1, 2, 3, 4], "education": ["primary", "secondary", "bachelor", "master"],
+                        "disease": ["flu", "gastritis", "flu", "gastritis"]})
+    bound = spec.bind(raw)
+    release = mi.publish(validate_snapshot(raw, bound), bound, None, release_rng(bound, 1))
+    judge(History(bound, _stamp(release.table, 1), _stamp(release.counterfeits, 1), _stamp(raw, 1),
+                  _stamp(release.hosting, 1)))
+    return release.table.drop_duplicates("group_id").sort_values("education__lo")
+
+
+def test_categorical_values_are_published_as_minimum_leaf_intervals():
+    """Xiao-Tao footnote 1: a categorical QI is ordered by its taxonomy's leaves and a group publishes the minimum
+    interval of its leaf ranks; the label is the node when the interval is exactly one, else its end leaves."""
+    groups = _education_release("interval")
+    assert groups[["education", "education__lo", "education__hi"]].values.tolist() == [
+        ["School", 0, 1], ["[bachelor, master]", 2, 3]]
+
+
+def test_categorical_node_publishes_the_smallest_covering_taxonomy_node():
+    groups = _education_release("node")
+    assert groups[["education", "education__lo", "education__hi"]].values.tolist() == [
+        ["School", 0, 1], ["University", 2, 4]]
+
+
 # ------------------------------------------------------------------------------------------------------------
 # random insert/delete streams over small domains (hundreds of them)
 # ------------------------------------------------------------------------------------------------------------

@@ -65,7 +65,8 @@ def test_every_key_is_parsed():
     assert education.taxonomy.leaves == ("primary", "secondary", "bachelor", "master", "doctorate")
     assert city.type == "categorical" and city.taxonomy is None and not city.written
     assert spec.non_identifiers == ("visits",)
-    assert spec.model.name == "m_invariance" and spec.model.params == {"m": 3, "hold_back": False}
+    assert spec.model.name == "m_invariance"
+    assert spec.model.params == {"m": 3, "hold_back": False, "categorical": "interval"}
     assert spec.columns == ["pid", "age", "education", "city", "visits", "disease"]
     assert not spec.bound
 
@@ -163,6 +164,8 @@ def test_bad_spec_is_refused_naming_the_key(raw, message):
         ({"name": "m_invariance", "m": 1}, "model.m: must be at least 2, got 1"),
         ({"name": "m_invariance", "m": 2, "hold_back": "yes"}, "model.hold_back: expected true or false, got 'yes'"),
         ({"name": "l_diversity", "l": 2, "form": 3}, "model.form: expected a string, got 3"),
+        ({"name": "m_invariance", "m": 2, "categorical": "closure"},
+         r"model.categorical: must be one of \['interval', 'node'\], got 'closure'"),
         ({"name": "l_diversity", "l": 2, "form": "entropy"},
          r"model.form: must be one of \['frequency', 'distinct'\], got 'entropy'"),
     ],
