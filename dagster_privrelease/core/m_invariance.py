@@ -108,7 +108,7 @@ def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None
     values = np.asarray(spec.sensitive_values, dtype=object)
     counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[fake_values]})
     return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, state=state,
-                         categorical=spec.model.params.get("categorical", "interval"))
+                         categorical=spec.model.params.get("categorical", "interval"), X=X)
 
 
 def normalised(X: np.ndarray, spec: Spec, widths: np.ndarray) -> np.ndarray:
@@ -368,26 +368,31 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
     ``i`` chosen among all ``d·(c - 1)`` cuts of the per-value lists sorted along ``i`` for the least perimeter
     sum |B1|·Σ l(B1) + |B2|·Σ l(B2), until c = 1. All buckets of a recursion level are cut together: per QI
     the rows are kept in one permutation (by bucket, value, then that QI) where every bucket is an s x c block;
-    a column's extents are ``reduceat`` over its s rows, the prefix and suffix extents of every cut are
-    segmented running max/min, and the halves are a stable partition of every permutation. O(n·d²) per level.
+    the column extremes of all nodes with the same s are one reduction over an (s, columns) block, the prefix
+    and suffix extents of every cut are segmented running max/min, and the halves are a stable partition of
+    every permutation. O(n·d²) per level.
     """
     n, d = X.shape
-    missing = np.isnan(X.T)
-    # one contiguous float32 array per QI (fast gathers); a counterfeit never lowers a minimum nor raises a
-    # maximum, and sorts first
-    lows = np.ascontiguousarray(np.where(missing, 2.0, X.T), dtype=np.float32)
-    highs = np.ascontiguousarray(np.where(missing, -1.0, X.T), dtype=np.float32)
+    # (d, n) float32, one contiguous row per QI (fast gathers); a counterfeit's NaN is skipped by fmin/fmax
+    points = np.ascontiguousarray(X.T, dtype=np.float32)
     _, bucket = np.unique(buckets, return_inverse=True)
     bucket = bucket.reshape(-1)
     B = int(bucket.max()) + 1 if n else 0
     S = int(values.max()) + 1 if n else 1
     size = np.bincount(bucket, minlength=B)
     node_s = np.bincount(np.unique(bucket * S + values) // S, minlength=B)
-    node_c = size // node_s
+    # buckets in order of signature size: a cut keeps a node's halves in its place, so the nodes of every
+    # level stay sorted by s (``_best_cuts`` reduces each run of equal s as one block)
+    by_s = np.argsort(node_s, kind="stable")
+    relabel = np.empty(B, dtype=np.int64)
+    relabel[by_s] = np.arange(B)
+    bucket, node_s = relabel[bucket], node_s[by_s]
+    node_c = size[by_s] // node_s
     run = bucket * S + values
-    perms = [np.argsort(run * (n + 1) + _ranks(highs[i]), kind="stable") for i in range(d)]
+    perms = [np.argsort(run * (n + 1) + _ranks(np.nan_to_num(points[i], nan=-1.0)), kind="stable")
+             for i in range(d)]  # a counterfeit sorts first
     groups = np.empty(n, dtype=np.int64)
-    col_of = np.empty((d, n), dtype=np.int64)
+    left = np.empty(n, dtype=bool)
     next_group = 0
     while len(node_c):
         sizes = node_s * node_c
@@ -401,8 +406,8 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
             perms = [p[~at] for p in perms]
             node_s, node_c = node_s[~done], node_c[~done]
             continue
-        cut_attr, cut_col = _best_cuts(lows, highs, perms, node_s, node_c, start, pos_node, col_of)
-        perms = _cut(perms, node_s, node_c, start, pos_node, col_of, cut_attr, cut_col)
+        cut_attr, cut_col, col = _best_cuts(points, perms, node_s, node_c, start, pos_node)
+        perms = _cut(perms, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left)
         node_c = np.stack([cut_col, node_c - cut_col], axis=1).reshape(-1)
         node_s = np.repeat(node_s, 2)
     return groups
@@ -413,34 +418,44 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return np.unique(values, return_inverse=True)[1].reshape(-1)
 
 
-def _best_cuts(lows, highs, perms, node_s, node_c, start, pos_node, col_of):
-    """Per node, the QI and the column k (1 <= k < c) of the least-perimeter cut (§4.3); fills ``col_of[i, t]``
-    with tuple t's column (rank within its value's list) along QI i. ``lows``/``highs``: (d, n) QI values with
-    a counterfeit's set to 2 / -1, so that it never counts in a minimum / maximum."""
+def _best_cuts(points, perms, node_s, node_c, start, pos_node):
+    """Per node, the QI and the column k (1 <= k < c) of the least-perimeter cut (§4.3), and the column of every
+    position of a permutation (a tuple's rank within its value's list along that permutation's QI).
+    ``points``: (d, n) QI values, NaN for a counterfeit (it never counts in a minimum or a maximum).
+    ``node_s`` must be non-decreasing."""
     N = len(node_c)
     local = np.arange(len(pos_node)) - start[pos_node]
-    c_p, s_p = node_c[pos_node], node_s[pos_node]
-    row, col = np.divmod(local, c_p)
+    row, col = np.divmod(local, node_c[pos_node])
     col_start = np.concatenate(([0], np.cumsum(node_c)[:-1]))
     cnode = np.repeat(np.arange(N), node_c)
     kcol = np.arange(len(cnode)) - col_start[cnode]
-    segment = start[cnode] + kcol * node_s[cnode]  # column-major: the s rows of a column are contiguous
-    transposed = np.empty(len(pos_node), dtype=np.int64)
-    transposed[start[pos_node] + col * s_p + row] = np.arange(len(pos_node))
+    # runs of nodes with the same s; a run is laid out as an (s, its columns) block, so the extremes of all its
+    # columns are one reduction over the s rows
+    first = np.flatnonzero(np.diff(node_s, prepend=-1))
+    run_node = np.repeat(np.arange(len(first)), np.diff(np.append(first, N)))
+    run_cols = np.add.reduceat(node_c, first)
+    run_col0, run_start = col_start[first], start[first]
+    r = run_node[pos_node]
+    layout = np.empty(len(pos_node), dtype=np.int64)
+    layout[run_start[r] + row * run_cols[r] + col_start[pos_node] - run_col0[r] + col] = np.arange(len(pos_node))
+    runs = list(zip(run_start.tolist(), node_s[first].tolist(), run_col0.tolist(), run_cols.tolist(), strict=True))
     c_k, s_k = node_c[cnode].astype(np.float64), node_s[cnode].astype(np.float64)
     valid = kcol >= 1
     best_cost = np.full(len(cnode), np.inf)
     best_attr = np.zeros(len(cnode), dtype=np.int64)
+    d = len(perms)
+    cmin, cmax = np.empty((d, len(cnode)), dtype=np.float32), np.empty((d, len(cnode)), dtype=np.float32)
     for i, perm in enumerate(perms):
-        col_of[i, perm] = col
-        rows = perm[transposed]
-        prefix = np.zeros(len(cnode))
-        suffix = np.zeros(len(cnode))
-        for low, high in zip(lows, highs, strict=True):
-            cmin = np.minimum.reduceat(low[rows], segment).astype(np.float64)
-            cmax = np.maximum.reduceat(high[rows], segment).astype(np.float64)
-            prefix += _running_extent(cmin, cmax, cnode)
-            suffix += _running_extent(cmin[::-1], cmax[::-1], (N - 1 - cnode)[::-1])[::-1]
+        gathered = np.take(points, perm[layout], axis=1)
+        for at, s, c0, cols in runs:
+            block = gathered[:, at : at + s * cols].reshape(d, s, cols)
+            np.fmin.reduce(block, axis=1, out=cmin[:, c0 : c0 + cols])
+            np.fmax.reduce(block, axis=1, out=cmax[:, c0 : c0 + cols])
+        # a column of counterfeits only: min 2 > max -1
+        low = np.nan_to_num(cmin, nan=2.0).astype(np.float64)
+        high = np.nan_to_num(cmax, nan=-1.0).astype(np.float64)
+        prefix = _running_extent(low, high, cnode).sum(axis=0)
+        suffix = _running_extent(low[:, ::-1], high[:, ::-1], (N - 1 - cnode)[::-1])[:, ::-1].sum(axis=0)
         before = np.concatenate(([0.0], prefix[:-1]))  # extent of columns 0..k-1, at column k
         cost = s_k * (kcol * before + (c_k - kcol) * suffix)
         better = valid & (cost < best_cost)
@@ -451,37 +466,44 @@ def _best_cuts(lows, highs, perms, node_s, node_c, start, pos_node, col_of):
     tie = best_cost <= lowest + 1e-9 * (1.0 + lowest)
     imbalance = np.where(tie, np.abs(2 * kcol - node_c[cnode]), np.iinfo(np.int64).max)
     hits = np.flatnonzero(imbalance == np.minimum.reduceat(imbalance, col_start)[cnode])
-    first = hits[np.unique(cnode[hits], return_index=True)[1]]
-    return best_attr[first], kcol[first]
+    first_hit = hits[np.unique(cnode[hits], return_index=True)[1]]
+    return best_attr[first_hit], kcol[first_hit], col
 
 
 def _running_extent(cmin: np.ndarray, cmax: np.ndarray, cnode: np.ndarray) -> np.ndarray:
-    """Extent of columns 0..k of each node, at column k (segmented running max/min).
+    """Extent of columns 0..k of each node, at column k (segmented running max/min along the last axis).
 
-    Column extremes lie in [-1, 2] (a column of counterfeits only: max -1 < min 2, a negative extent clipped to
-    0); adding 8·node makes every node's values exceed all earlier nodes', so one global running maximum
-    restarts at every node."""
+    ``cmin``/``cmax``: (d, columns). Column extremes lie in [-1, 2] (a column of counterfeits only: max -1 < min
+    2, a negative extent clipped to 0); adding 8·node makes every node's values exceed all earlier nodes', so one
+    running maximum restarts at every node."""
     offset = 8.0 * cnode
-    high = np.maximum.accumulate(cmax + offset) - offset
-    low = offset - np.maximum.accumulate(offset - cmin)
+    high = np.maximum.accumulate(cmax + offset, axis=1) - offset
+    low = offset - np.maximum.accumulate(offset - cmin, axis=1)
     return np.maximum(high - low, 0.0)
 
 
-def _cut(perms, node_s, node_c, start, pos_node, col_of, cut_attr, cut_col):
+def _cut(perms, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left):
     """Cut every node in two (its first ``cut_col`` columns along QI ``cut_attr``, and the rest); returns the
-    permutations with each node's left half, then its right half, each still sorted by value then QI."""
-    local = np.arange(len(pos_node)) - start[pos_node]
-    left_size = (cut_col * node_s)[pos_node]
-    left = np.empty(col_of.shape[1], dtype=bool)
-    first = perms[0]
-    left[first] = col_of[cut_attr[pos_node], first] < cut_col[pos_node]
+    permutations with each node's left half, then its right half, each still sorted by value then QI.
+    ``col``: the column of every position of a permutation (``_best_cuts``); ``left``: a bool buffer, one
+    entry per tuple."""
+    n = len(pos_node)
+    attr, inside = cut_attr[pos_node], col < cut_col[pos_node]
+    for i, perm in enumerate(perms):
+        mine = attr == i
+        left[perm[mine]] = inside[mine]
+    base = start[pos_node]
+    left_size = cut_col * node_s
+    # every left tuple of an earlier node precedes this node in every permutation
+    lefts_before = np.repeat(np.cumsum(left_size) - left_size, node_s * node_c)
+    to_left = base - lefts_before
+    to_right = left_size[pos_node] + np.arange(n) + lefts_before
     out = []
     for perm in perms:
         f = left[perm]
-        before = np.cumsum(f) - f
-        rank = before - before[start[pos_node]]
+        before = np.cumsum(f) - f  # left tuples before this position
         placed = np.empty_like(perm)
-        placed[start[pos_node] + np.where(f, rank, left_size + local - rank)] = perm
+        placed[np.where(f, to_left + before, to_right - before)] = perm
         out.append(placed)
     return out
 

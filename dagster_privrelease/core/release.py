@@ -140,29 +140,34 @@ def build_release(
     attributes: tuple[str, ...] | None = None,
     state: dict[str, pd.DataFrame] | None = None,
     categorical: str = "node",
+    X: np.ndarray | None = None,
 ) -> Release:
     """Publish a homogeneous partition: every tuple gets its group's box (Xiao-Tao Def. 2).
 
     ``groups``: group id per snapshot row. ``counterfeits``: optional rows ``(group_id, <sensitive>)``, one per
     counterfeit tuple; they take their group's box, which is computed from the genuine tuples only (a counterfeit
-    has no QI values). ``categorical``: how categorical values are generalised (``group_boxes``). Rows are
-    shuffled with ``rng`` so that position reveals nothing.
+    has no QI values). ``categorical``: how categorical values are generalised (``group_boxes``). ``X``: the
+    snapshot's ``encode`` matrix when the caller has it. Rows are shuffled with ``rng`` so that position reveals
+    nothing.
     """
     names = attributes or tuple(spec.quasi_identifiers)
     groups = np.asarray(groups)
-    boxes = group_boxes(encode(snapshot, spec, names), groups, spec, names, categorical)
-    genuine = snapshot[[*spec.non_identifiers, spec.sensitive]].copy()
-    genuine.insert(0, "group_id", groups)
+    X = encode(snapshot, spec, names) if X is None else X
+    boxes = group_boxes(X, groups, spec, names, categorical)
+    genuine = snapshot[[*spec.non_identifiers, spec.sensitive]]
     fakes = pd.DataFrame(columns=["group_id", spec.sensitive]) if counterfeits is None else counterfeits
     fakes = fakes[["group_id", spec.sensitive]]
-    rows = pd.concat([genuine, fakes], ignore_index=True) if len(fakes) else genuine
-    rows = rows.join(boxes, on="group_id")
-    columns = ["group_id"]
+    rows = pd.concat([genuine, fakes.drop(columns="group_id")], ignore_index=True) if len(fakes) else genuine
+    order = rng.permutation(len(rows))
+    group_id = np.concatenate([groups, fakes["group_id"].to_numpy()]).astype(np.int64)[order]
+    at = np.searchsorted(boxes.index.to_numpy(), group_id)  # boxes are indexed by sorted group id
+    columns = {"group_id": group_id}
     for name in names:
-        columns += [name, f"{name}__lo", f"{name}__hi"]
-    columns += [*spec.non_identifiers, spec.sensitive]
-    table = rows[columns].iloc[rng.permutation(len(rows))].reset_index(drop=True)
-    table["group_id"] = table["group_id"].astype(np.int64)
+        for column in (name, f"{name}__lo", f"{name}__hi"):
+            columns[column] = boxes[column].to_numpy()[at]
+    for column in rows.columns:
+        columns[column] = rows[column].take(order).reset_index(drop=True)  # keeps extension dtypes
+    table = pd.DataFrame(columns, copy=False)
     hosting = pd.DataFrame({spec.id: snapshot[spec.id].to_numpy(), "group_id": groups.astype(np.int64)})
     counts = (
         fakes.groupby("group_id").size().rename("count").reset_index()
