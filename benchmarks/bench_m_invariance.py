@@ -73,7 +73,8 @@ def occ_table() -> pd.DataFrame:
 
 def run_series(table: pd.DataFrame, m: int, r: int, releases: int, base: int = 200_000, seed: int = 1,
                utility: tuple[float, ...] = ()) -> list[dict]:
-    """Publish a T-series (§5): returns per release its counterfeits, CPU seconds and query errors per theta."""
+    """Publish a T-series (§5): returns per release its counterfeits, CPU seconds, query errors per theta and
+    ``inputs`` (snapshot, bound spec, previous release, id: what re-publishing it takes)."""
     rng = np.random.default_rng(seed)
     first, pool = split_base_pool(table, base, rng)
     spec, previous, out = occ_spec(m), None, []
@@ -83,7 +84,8 @@ def run_series(table: pd.DataFrame, m: int, r: int, releases: int, base: int = 2
         start = time.process_time()
         release = m_invariance.publish(snapshot, spec, previous, release_rng(spec, j))
         seconds = time.process_time() - start
-        row = {"release": j, "counterfeits": release.counterfeit_count, "cpu": seconds}
+        row = {"release": j, "counterfeits": release.counterfeit_count, "cpu": seconds,
+               "inputs": (snapshot, spec, previous, j)}
         for theta in utility:
             row[theta] = query_error(release.table, snapshot, release.counterfeits, spec, theta, QUERIES,
                                      np.random.default_rng(j))
@@ -147,7 +149,7 @@ def duckdb_floor(snapshot: pd.DataFrame, folder: Path) -> float:
     """Wall seconds for DuckDB to read the snapshot from Parquet and sort it on the QIs and sensitive column."""
     path = folder / "snapshot.parquet"
     snapshot.to_parquet(path)
-    con = duckdb.connect()
+    con = duckdb.connect(config={"enable_progress_bar": False})
     order = ", ".join([*QIS, SENSITIVE])
     start = time.perf_counter()
     con.execute(f"CREATE TEMP TABLE sorted AS SELECT * FROM read_parquet('{path}') ORDER BY {order}")
@@ -189,14 +191,21 @@ def scale(table: pd.DataFrame) -> None:
 
 
 def flatness(table: pd.DataFrame) -> None:
-    """Release 50 against release 2 (Lemma 4: release n reads only release n-1)."""
+    """Release 50 against release 2 (Lemma 4: release n reads only release n-1). This machine's CPU speed drifts
+    between phases of a run (a release's CPU time moved between 0.25 and 0.47 s within one series), so the two
+    releases are re-published alternately, 7 times each, and the least CPU time of each is compared."""
     s = run_series(table, 4, 1_000, 50, base=50_000, seed=5)
-    early = statistics.median(x["cpu"] for x in s[1:4])
-    late = statistics.median(x["cpu"] for x in s[-3:])
+    best = {2: np.inf, 50: np.inf}
+    for _ in range(7):
+        for j in best:
+            snapshot, spec, previous, _ = s[j - 1]["inputs"]
+            start = time.process_time()
+            m_invariance.publish(snapshot, spec, previous, release_rng(spec, j))
+            best[j] = min(best[j], time.process_time() - start)
     print_table(
         "Flatness: CPU s per release, 50k rows, r = 1k, m = 4, 50 releases",
-        ["releases 2-4 (median)", "releases 48-50 (median)", "late / early"],
-        [(figure(early), figure(late), ratio(late, early))],
+        ["release 2 (least of 7)", "release 50 (least of 7)", "release 50 / release 2"],
+        [(figure(best[2]), figure(best[50]), ratio(best[50], best[2]))],
         "target: release 50 within 1.1x of release 2.",
     )
 
