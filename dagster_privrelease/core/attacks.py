@@ -141,8 +141,10 @@ def contained_pairs(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple
     if d < 2 or n == 0 or len(lo) == 0:
         return overlapping_pairs(points, points, lo, hi)
     width = hi - lo
-    spread = np.maximum(points.max(axis=0) - points.min(axis=0), np.finfo(np.float64).tiny)
-    order = list(np.argsort((width / spread).mean(axis=0), kind="stable"))  # narrowest boxes: most selective
+    spread = points.max(axis=0) - points.min(axis=0)
+    # narrowest boxes relative to the points' spread: most selective; where every point is equal, the least
+    relative = np.divide(width.mean(axis=0), spread, out=np.full(d, np.inf), where=spread > 0)
+    order = list(np.argsort(relative, kind="stable"))
     k, k2 = order[:2]
     perm = np.lexsort((points[:, k2], points[:, k]))  # sorted queries make every searchsorted cache-friendly
     points = points[perm]

@@ -29,10 +29,12 @@ which is what the split of §4.3 minimises. ``categorical: node`` publishes the 
 that interval instead, for consumers that need taxonomy values; it can be much wider (on Census-KDD, education
 groups span 15.6 of 17 leaves as nodes against 5.3 as intervals) and the median query error of §5.2 is about
 three times higher (``make bench``). Group ids are numbered 1..g in the order of the groups' lower corners (Table 3a's
-numbering). The first release is the same algorithm with S∩ empty (assignment and split of all tuples), as the
-experiments of §5.2 compute every T*(j) with it: its few, large buckets (one per signature of Fig. 3) absorb
-later deletions evenly, whereas a partition whose every group has its own signature (e.g. Mondrian's m-unique
-one) turns nearly every deletion into a shortage, and on Census-KDD into hundreds of counterfeits per release.
+numbering). The first release (model parameter ``first_release``) is by default the same algorithm with S∩
+empty (``counterfeited``: assignment and split of all tuples), as the experiments of §5.2 compute every T*(j)
+with it: its few, large buckets (one per signature of Fig. 3) absorb later deletions evenly. ``mondrian`` takes
+Mondrian's m-unique partition instead (``mondrian.partition(unique=True)``; any m-unique T*(1) starts an
+m-invariant history): tighter first groups, but nearly every group has its own signature, so later deletions
+leave shortages almost everywhere and cost far more counterfeits (``make bench``).
 
 **Publishability** (§4.1): release n is allowed only when S− is m-eligible (no sensitive value in more than 1/m
 of the new tuples). Otherwise ``publish`` raises ``NotPublishable`` naming the over-represented values, by how
@@ -56,12 +58,17 @@ the verifier (``core.verify.m_invariance``, comparing every appearance with the 
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
+
 import numpy as np
 import pandas as pd
 
 from ..errors import NotPublishable
+from . import mondrian
 from .mondrian import domain_widths
-from .release import PreviousRelease, Release, build_release, encode, sensitive_codes
+from .release import PreviousRelease, Release, build_release, dense_unique, encode, sensitive_codes
 from .spec import Spec
 
 
@@ -100,6 +107,11 @@ def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None
         snapshot, codes, prev_group = snapshot[keep].reset_index(drop=True), codes[keep], prev_group[keep]
     X = encode(snapshot, spec)
     widths = domain_widths(X, spec)
+    categorical = spec.model.params.get("categorical", "interval")
+    if previous is None and spec.model.params.get("first_release") == "mondrian":
+        groups = mondrian.partition(X, codes, k=m, unique=True, scale=widths)
+        groups, _ = number_groups(X, groups, np.zeros(0, dtype=np.int64))
+        return build_release(snapshot, groups, spec, rng, state=state, categorical=categorical, X=X)
     buckets, fake_buckets, fake_values = buckets_of(codes, prev_group, signatures, m, V, rng)
     Xall = np.vstack([normalised(X, spec, widths), np.full((len(fake_values), X.shape[1]), np.nan)])
     labels = split(Xall, np.concatenate([codes, fake_values]), np.concatenate([buckets, fake_buckets]))
@@ -108,7 +120,7 @@ def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None
     values = np.asarray(spec.sensitive_values, dtype=object)
     counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[fake_values]})
     return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, state=state,
-                         categorical=spec.model.params.get("categorical", "interval"), X=X)
+                         categorical=categorical, X=X)
 
 
 def normalised(X: np.ndarray, spec: Spec, widths: np.ndarray) -> np.ndarray:
@@ -148,7 +160,9 @@ def previous_signatures(
             f"the m_distinct model"
         )
     table = previous.table
-    group_ids, inverse = np.unique(table["group_id"].to_numpy(), return_inverse=True)
+    hosted = host["group_id"].to_numpy()[where[old]]  # every hosting group is a group of T*(n-1)
+    group_ids, inverse = dense_unique(np.concatenate([table["group_id"].to_numpy(), hosted]))
+    inverse, hosted = inverse[: len(table)], inverse[len(table):]
     codes = pd.Index(spec.sensitive_values).get_indexer(table[spec.sensitive].astype(str))
     if (codes < 0).any():
         raise NotPublishable(
@@ -157,7 +171,7 @@ def previous_signatures(
             f"a running history cannot drop a value from the domain"
         )
     signatures = np.zeros((len(group_ids), len(spec.sensitive_values)), dtype=bool)
-    signatures[inverse.reshape(-1), codes] = True
+    signatures[inverse, codes] = True
     small = np.flatnonzero(signatures.sum(axis=1) < m)
     if len(small):
         raise NotPublishable(
@@ -166,7 +180,7 @@ def previous_signatures(
             f"running history (Def. 17): keep m at most the previous release's m"
         )
     prev_group = np.full(len(snapshot), -1, dtype=np.int64)
-    prev_group[old] = np.searchsorted(group_ids, host["group_id"].to_numpy()[where[old]])
+    prev_group[old] = hosted
     return prev_group, signatures
 
 
@@ -370,11 +384,14 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
     the rows are kept in one permutation (by bucket, value, then that QI) where every bucket is an s x c block;
     the column extremes of all nodes with the same s are one reduction over an (s, columns) block, the prefix
     and suffix extents of every cut are segmented running max/min, and the halves are a stable partition of
-    every permutation. O(n·d²) per level.
+    every permutation. The reductions run on each tuple's dense ranks (``_rank_codes``: one byte per QI on
+    Census-KDD), and every permutation carries its tuples' ranks in its own order, moved by the same stable
+    partition (sequential writes) instead of gathered at random every level (a cache miss per tuple at 10M
+    rows). The d permutations are independent within a step, so they run on a thread per core (numpy releases
+    the GIL); the result does not depend on the threads. O(n·d²) per level.
     """
     n, d = X.shape
-    # (d, n) float32, one contiguous row per QI (fast gathers); a counterfeit's NaN is skipped by fmin/fmax
-    points = np.ascontiguousarray(X.T, dtype=np.float32)
+    codes, table = _rank_codes(X)
     _, bucket = np.unique(buckets, return_inverse=True)
     bucket = bucket.reshape(-1)
     B = int(bucket.max()) + 1 if n else 0
@@ -389,40 +406,60 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
     bucket, node_s = relabel[bucket], node_s[by_s]
     node_c = size[by_s] // node_s
     run = bucket * S + values
-    perms = [np.argsort(run * (n + 1) + _ranks(np.nan_to_num(points[i], nan=-1.0)), kind="stable")
-             for i in range(d)]  # a counterfeit sorts first
+    packed = codes.view(np.dtype((np.void, codes.itemsize * d))).reshape(-1)  # a tuple's d ranks as one item
     groups = np.empty(n, dtype=np.int64)
     left = np.empty(n, dtype=bool)
     next_group = 0
-    while len(node_c):
-        sizes = node_s * node_c
-        start = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        pos_node = np.repeat(np.arange(len(sizes)), sizes)
-        done = node_c == 1
-        if done.any():
-            at = done[pos_node]
-            groups[perms[0][at]] = next_group + np.cumsum(done)[pos_node[at]] - 1
-            next_group += int(done.sum())
-            perms = [p[~at] for p in perms]
-            node_s, node_c = node_s[~done], node_c[~done]
-            continue
-        cut_attr, cut_col, col = _best_cuts(points, perms, node_s, node_c, start, pos_node)
-        perms = _cut(perms, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left)
-        node_c = np.stack([cut_col, node_c - cut_col], axis=1).reshape(-1)
-        node_s = np.repeat(node_s, 2)
+    with ThreadPoolExecutor(max_workers=min(d, os.cpu_count() or 1)) as pool:
+        # a counterfeit sorts first
+        perms = list(pool.map(lambda i: np.argsort(run * (n + 1) + codes[:, i], kind="stable"), range(d)))
+        rows = list(pool.map(packed.__getitem__, perms))  # per permutation, its tuples' ranks in its order
+        while len(node_c):
+            sizes = node_s * node_c
+            start = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            pos_node = np.repeat(np.arange(len(sizes)), sizes)
+            done = node_c == 1
+            if done.any():
+                at = done[pos_node]
+                groups[perms[0][at]] = next_group + np.cumsum(done)[pos_node[at]] - 1
+                next_group += int(done.sum())
+                kept = list(pool.map(itemgetter(~at), perms + rows))
+                perms, rows = kept[:d], kept[d:]
+                node_s, node_c = node_s[~done], node_c[~done]
+                continue
+            cut_attr, cut_col, col = _best_cuts(pool, rows, codes.dtype, table, node_s, node_c, start, pos_node)
+            perms, rows = _cut(pool, perms, rows, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left)
+            node_c = np.stack([cut_col, node_c - cut_col], axis=1).reshape(-1)
+            node_s = np.repeat(node_s, 2)
     return groups
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """Dense rank of each value (0 for the smallest; ties share a rank)."""
-    return np.unique(values, return_inverse=True)[1].reshape(-1)
+def _rank_codes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per QI the dense rank of every value, plus one, and 0 for a counterfeit (NaN), as an (n, d) array of the
+    smallest unsigned type holding the largest code; and the (d, K + 2) table of each QI's values by rank (K the
+    most values of a QI), read flat by ``_best_cuts``: a row's entries K and K + 1 are 2 and -1, what a column of
+    counterfeits only reads as its minimum (rank K) and maximum (rank -1, the previous row's last entry or the
+    last of all). Code 0 minus one wraps to the type's maximum, beyond every rank, so a counterfeit counts in
+    neither the minimum of ``code - 1`` nor the maximum of ``code``."""
+    n, d = X.shape
+    known = ~np.isnan(X)
+    values = [np.unique(X[known[:, i], i]) for i in range(d)]
+    K = max((len(v) for v in values), default=0)
+    codes = np.zeros((n, d), dtype=np.min_scalar_type(K))
+    table = np.zeros((d, K + 2))
+    table[:, K], table[:, K + 1] = 2.0, -1.0
+    for i, v in enumerate(values):
+        codes[known[:, i], i] = np.searchsorted(v, X[known[:, i], i]) + 1
+        table[i, : len(v)] = v
+    return codes, table
 
 
-def _best_cuts(points, perms, node_s, node_c, start, pos_node):
+def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node):
     """Per node, the QI and the column k (1 <= k < c) of the least-perimeter cut (§4.3), and the column of every
     position of a permutation (a tuple's rank within its value's list along that permutation's QI).
-    ``points``: (d, n) QI values, NaN for a counterfeit (it never counts in a minimum or a maximum).
-    ``node_s`` must be non-decreasing."""
+    ``rows``: per permutation its tuples' QI ranks in its order, one void item of d ranks of ``dtype`` each;
+    ``table``: the values by rank (``_rank_codes``; a counterfeit never counts in a minimum or a maximum).
+    ``node_s`` must be non-decreasing; ``pool`` runs the permutations' costs."""
     N = len(node_c)
     local = np.arange(len(pos_node)) - start[pos_node]
     row, col = np.divmod(local, node_c[pos_node])
@@ -443,21 +480,26 @@ def _best_cuts(points, perms, node_s, node_c, start, pos_node):
     valid = kcol >= 1
     best_cost = np.full(len(cnode), np.inf)
     best_attr = np.zeros(len(cnode), dtype=np.int64)
-    d = len(perms)
-    cmin, cmax = np.empty((d, len(cnode)), dtype=np.float32), np.empty((d, len(cnode)), dtype=np.float32)
-    for i, perm in enumerate(perms):
-        gathered = np.take(points, perm[layout], axis=1)
+    d, K = table.shape[0], table.shape[1] - 2
+    flat, base = table.ravel(), (K + 2) * np.arange(d)[:, None]
+
+    def cost_of(ranks: np.ndarray) -> np.ndarray:
+        """The perimeter sum of every cut along this permutation's QI."""
+        gathered = ranks[layout].view(dtype).reshape(-1, d)
+        cmin, cmax = np.empty((len(cnode), d), dtype=dtype), np.empty((len(cnode), d), dtype=dtype)
         for at, s, c0, cols in runs:
-            block = gathered[:, at : at + s * cols].reshape(d, s, cols)
-            np.fmin.reduce(block, axis=1, out=cmin[:, c0 : c0 + cols])
-            np.fmax.reduce(block, axis=1, out=cmax[:, c0 : c0 + cols])
-        # a column of counterfeits only: min 2 > max -1
-        low = np.nan_to_num(cmin, nan=2.0).astype(np.float64)
-        high = np.nan_to_num(cmax, nan=-1.0).astype(np.float64)
+            block = gathered[at : at + s * cols].reshape(s, cols, d)
+            np.minimum.reduce(block - 1, axis=0, out=cmin[c0 : c0 + cols])
+            np.maximum.reduce(block, axis=0, out=cmax[c0 : c0 + cols])
+        # the lowest and highest value of every column; a column of counterfeits only: 2 and -1
+        low = np.take(flat, np.minimum(cmin.T, K) + base)
+        high = np.take(flat, cmax.T.astype(np.intp) - 1 + base)
         prefix = _running_extent(low, high, cnode).sum(axis=0)
         suffix = _running_extent(low[:, ::-1], high[:, ::-1], (N - 1 - cnode)[::-1])[:, ::-1].sum(axis=0)
         before = np.concatenate(([0.0], prefix[:-1]))  # extent of columns 0..k-1, at column k
-        cost = s_k * (kcol * before + (c_k - kcol) * suffix)
+        return s_k * (kcol * before + (c_k - kcol) * suffix)
+
+    for i, cost in enumerate(pool.map(cost_of, rows)):
         better = valid & (cost < best_cost)
         best_cost[better], best_attr[better] = cost[better], i
     # least cost; among equal costs (up to rounding) the most balanced cut, so that ties (e.g. a node of
@@ -482,11 +524,11 @@ def _running_extent(cmin: np.ndarray, cmax: np.ndarray, cnode: np.ndarray) -> np
     return np.maximum(high - low, 0.0)
 
 
-def _cut(perms, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left):
+def _cut(pool, perms, rows, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left):
     """Cut every node in two (its first ``cut_col`` columns along QI ``cut_attr``, and the rest); returns the
-    permutations with each node's left half, then its right half, each still sorted by value then QI.
-    ``col``: the column of every position of a permutation (``_best_cuts``); ``left``: a bool buffer, one
-    entry per tuple."""
+    permutations and their ``rows`` with each node's left half, then its right half, each still sorted by value
+    then QI. ``col``: the column of every position of a permutation (``_best_cuts``); ``left``: a bool buffer,
+    one entry per tuple; ``pool`` moves the permutations."""
     n = len(pos_node)
     attr, inside = cut_attr[pos_node], col < cut_col[pos_node]
     for i, perm in enumerate(perms):
@@ -498,14 +540,17 @@ def _cut(perms, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left):
     lefts_before = np.repeat(np.cumsum(left_size) - left_size, node_s * node_c)
     to_left = base - lefts_before
     to_right = left_size[pos_node] + np.arange(n) + lefts_before
-    out = []
-    for perm in perms:
+
+    def move(perm: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         f = left[perm]
         before = np.cumsum(f) - f  # left tuples before this position
-        placed = np.empty_like(perm)
-        placed[np.where(f, to_left + before, to_right - before)] = perm
-        out.append(placed)
-    return out
+        to = np.where(f, to_left + before, to_right - before)
+        placed, placed_ranks = np.empty_like(perm), np.empty_like(ranks)
+        placed[to], placed_ranks[to] = perm, ranks
+        return placed, placed_ranks
+
+    moved = list(pool.map(move, perms, rows))
+    return [p for p, _ in moved], [r for _, r in moved]
 
 
 def number_groups(X: np.ndarray, groups: np.ndarray, fake_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -101,13 +101,12 @@ def group_boxes(
     id per row.
     """
     names = attributes or tuple(spec.quasi_identifiers)
-    frame = pd.DataFrame(X, columns=list(names))
-    frame["group_id"] = groups
-    agg = frame.groupby("group_id", sort=True).agg(["min", "max"])
+    by_group = pd.DataFrame(X, columns=list(names)).groupby(groups, sort=True)
+    mins, maxs = by_group.min(), by_group.max()
     boxes = {}
     for name in names:
-        lo = agg[(name, "min")].to_numpy()
-        hi = agg[(name, "max")].to_numpy()
+        lo = mins[name].to_numpy()
+        hi = maxs[name].to_numpy()
         qi = spec.quasi_identifiers[name]
         if qi.numeric:
             lo, hi = widen(lo, hi, qi.min_width)
@@ -119,7 +118,20 @@ def group_boxes(
         boxes[name] = label
         boxes[f"{name}__lo"] = lo
         boxes[f"{name}__hi"] = hi
-    return pd.DataFrame(boxes, index=agg.index)
+    return pd.DataFrame(boxes, index=mins.index.rename("group_id"))
+
+
+def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_inverse=True)`` for integer ids, in O(n) by counting when they span a range not much
+    wider than their number (group ids 1..g), else by sorting."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(ids) == 0 or int(ids.max()) - int(ids.min()) > 4 * len(ids):
+        uniques, inverse = np.unique(ids, return_inverse=True)
+        return uniques, inverse.reshape(-1)
+    low = int(ids.min())
+    present = np.bincount(ids - low) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, rank[ids - low]
 
 
 def leaf_interval_labels(taxonomy: Taxonomy, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -159,8 +171,9 @@ def build_release(
     fakes = fakes[["group_id", spec.sensitive]]
     rows = pd.concat([genuine, fakes.drop(columns="group_id")], ignore_index=True) if len(fakes) else genuine
     order = rng.permutation(len(rows))
-    group_id = np.concatenate([groups, fakes["group_id"].to_numpy()]).astype(np.int64)[order]
-    at = np.searchsorted(boxes.index.to_numpy(), group_id)  # boxes are indexed by sorted group id
+    group_id = np.concatenate([groups, fakes["group_id"].to_numpy()]).astype(np.int64)
+    _, at = dense_unique(group_id)  # a counterfeit's group is a genuine one: the boxes' sorted ids
+    group_id, at = group_id[order], at[order]
     columns = {"group_id": group_id}
     for name in names:
         for column in (name, f"{name}__lo", f"{name}__hi"):

@@ -41,6 +41,7 @@ MODELS: dict[str, dict[str, Param]] = {
         "m": Param(int, 2),
         "hold_back": Param(bool, default=False),
         "categorical": Param(str, default="interval", choices=("interval", "node")),
+        "first_release": Param(str, default="counterfeited", choices=("counterfeited", "mondrian")),
     },
 }
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core import m_invariance as mi
-from dagster_privrelease.core import verify
+from dagster_privrelease.core import mondrian, verify
 from dagster_privrelease.core.history import History
-from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
+from dagster_privrelease.core.release import PreviousRelease, Release, dense_unique, encode, release_rng
 from dagster_privrelease.core.spec import Model, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
 from tests.fixtures import xiao_tao as xt
@@ -281,6 +281,85 @@ def test_split_places_counterfeits_first_and_ignores_them_in_extents():
     assert groups[0] == groups[1] and groups[2] == groups[3]
 
 
+def _reference_split(X: np.ndarray, values: np.ndarray) -> set[frozenset[int]]:
+    """§4.3 on one balanced bucket, one node and one candidate cut at a time: the oracle for ``split``'s
+    vectorised levels. A cut takes the first k of every value's list sorted along one QI (counterfeits first,
+    ties by row), at the least perimeter sum s·(k·Σ l(B1) + (c - k)·Σ l(B2)); among costs equal up to 1e-9 the
+    most balanced k, then the smallest; for one k the first QI reaching its least cost."""
+
+    def perimeter(rows: list[int]) -> float:
+        genuine = X[rows][~np.isnan(X[rows, 0])]
+        return float(sum(np.ptp(genuine[:, i]) for i in range(X.shape[1]))) if len(genuine) else 0.0
+
+    groups: set[frozenset[int]] = set()
+
+    def halve(rows: list[int]) -> None:
+        vals = sorted(set(values[rows].tolist()))
+        s, c = len(vals), len(rows) // len(vals)
+        if c == 1:
+            groups.add(frozenset(rows))
+            return
+        best: dict[int, tuple[float, list[list[int]]]] = {}
+        for i in range(X.shape[1]):
+            column = np.nan_to_num(X[:, i], nan=-1.0)  # a counterfeit sorts first
+            lists = [sorted((r for r in rows if values[r] == v), key=lambda r: (column[r], r)) for v in vals]
+            for k in range(1, c):
+                cost = s * (k * perimeter([r for li in lists for r in li[:k]])
+                            + (c - k) * perimeter([r for li in lists for r in li[k:]]))
+                if k not in best or cost < best[k][0]:
+                    best[k] = (cost, lists)
+        lowest = min(cost for cost, _ in best.values())
+        k = min((k for k in best if best[k][0] <= lowest + 1e-9 * (1.0 + lowest)), key=lambda k: (abs(2 * k - c), k))
+        lists = best[k][1]
+        halve([r for li in lists for r in li[:k]])
+        halve([r for li in lists for r in li[k:]])
+
+    halve(list(range(len(X))))
+    return groups
+
+
+@st.composite
+def balanced_bucket(draw, d: int, levels: int = 8):
+    """One bucket of s values x c tuples over d QIs; QI values are multiples of 1/512 (sums exact in binary)
+    from a grid of ``levels`` values per QI; some rows are counterfeits (NaN)."""
+    s, c = draw(st.integers(1, 4)), draw(st.integers(1, 12))
+    values = np.repeat(np.array(draw(st.permutations(range(6)))[:s]), c)
+    X = np.array(draw(st.lists(st.lists(st.integers(0, levels - 1), min_size=d, max_size=d),
+                               min_size=s * c, max_size=s * c)), dtype=np.float64) / 512
+    fake = np.array(draw(st.lists(st.booleans(), min_size=s * c, max_size=s * c)))
+    X[fake & (np.arange(s * c) % 3 == 0)] = np.nan
+    return X, values
+
+
+def _partition(groups: np.ndarray) -> set[frozenset[int]]:
+    return {frozenset(np.flatnonzero(groups == g).tolist()) for g in np.unique(groups)}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 3).flatmap(lambda d: st.lists(balanced_bucket(d), min_size=1, max_size=3)))
+def test_split_cuts_as_the_one_cut_at_a_time_reference(buckets):
+    """Several buckets (of different signature sizes) split at once: each as the reference splits it alone."""
+    X = np.vstack([bx for bx, _ in buckets])
+    values = np.concatenate([bv for _, bv in buckets])
+    bucket = np.repeat(np.arange(len(buckets)), [len(bv) for _, bv in buckets])
+    expected, offset = set(), 0
+    for bx, bv in buckets:
+        expected |= {frozenset(r + offset for r in g) for g in _reference_split(bx, bv)}
+        offset += len(bv)
+    assert _partition(mi.split(X, values, bucket)) == expected
+
+
+def test_split_of_a_qi_with_hundreds_of_values_cuts_as_the_reference():
+    """More than 255 values of one QI: ranks no longer fit a byte (``_rank_codes`` widens them)."""
+    rng = np.random.default_rng(7)
+    values = np.repeat(np.arange(3), 120)
+    X = np.column_stack([rng.permutation(360), rng.integers(0, 4, 360)]).astype(np.float64) / 512
+    X[::17] = np.nan
+    groups = mi.split(X, values, np.zeros(len(X), dtype=np.int64))
+    assert mi._rank_codes(X)[0].dtype == np.uint16
+    assert _partition(groups) == _reference_split(X, values)
+
+
 def _education_release(categorical: str) -> pd.DataFrame:
     """One m = 2 release of four tuples whose split puts {primary, secondary} and {bachelor, master} (adjacent
     leaves of different nodes of the taxonomy below) in one group each."""
@@ -323,12 +402,12 @@ def test_categorical_node_publishes_the_smallest_covering_taxonomy_node():
 DISEASES = ("a", "b", "c", "d", "e")
 
 
-def _stream_spec(m: int, hold_back: bool) -> Spec:
+def _stream_spec(m: int, hold_back: bool, first_release: str = "counterfeited") -> Spec:
     return parse_spec({
         "name": "stream", "id": "pid",
         "quasi_identifiers": {"age": {"type": "numeric"}, "zip": {"type": "numeric", "min_width": 2},
                               "sex": {"type": "categorical"}},
-        "model": {"name": "m_invariance", "m": m, "hold_back": hold_back},
+        "model": {"name": "m_invariance", "m": m, "hold_back": hold_back, "first_release": first_release},
         "sensitive": {"name": "disease", "values": list(DISEASES)},
     })
 
@@ -375,6 +454,26 @@ def test_random_streams_with_hold_back_are_m_invariant(case):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
+def test_random_streams_after_a_mondrian_first_release_are_m_invariant(case):
+    """``first_release: mondrian``: T*(1) is Mondrian's m-unique partition (no counterfeits) and the history that
+    continues from it is m-invariant."""
+    m, frames = case
+    history, releases = run(frames, _stream_spec(m, hold_back=True, first_release="mondrian"))
+    if history is not None:
+        judge(history)
+        assert next(r for r in releases if r is not None).counterfeit_count == 0
+        first = releases[0]
+        if first is not None and first.state["held_back"].empty:  # all of T(1): Mondrian's m-unique groups
+            spec = _stream_spec(m, hold_back=True).bind(frames[0])
+            X = encode(validate_snapshot(frames[0], spec), spec)
+            mondrian_groups = mondrian.partition(X, frames[0]["disease"].to_numpy(), k=m, unique=True,
+                                                 scale=mondrian.domain_widths(X, spec))
+            hosting = first.hosting.set_index("pid").loc[frames[0]["pid"], "group_id"].to_numpy()
+            assert _partition(hosting) == _partition(mondrian_groups)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
 def test_random_streams_publish_exactly_when_the_new_tuples_are_m_eligible(case):
     m, frames = case
     history, releases = run(frames, _stream_spec(m, hold_back=False))
@@ -414,3 +513,13 @@ def test_census_kdd_stream_passes_the_verifier(census_kdd):
     assert history.release_ids == list(range(1, 21))
     for report in verify.verify_history(history):
         assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-50, 50), max_size=60), st.integers(0, 10**9))
+def test_dense_unique_is_numpys_unique(ids, shift):
+    """``release.dense_unique`` (counting for group ids in a narrow range, sorting otherwise) equals np.unique."""
+    for values in (np.array(ids, dtype=np.int64), np.array(ids + [shift], dtype=np.int64)):
+        uniques, inverse = dense_unique(values)
+        expected, expected_inverse = np.unique(values, return_inverse=True)
+        assert np.array_equal(uniques, expected) and np.array_equal(inverse, expected_inverse.reshape(-1))

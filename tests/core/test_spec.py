@@ -66,7 +66,8 @@ def test_every_key_is_parsed():
     assert city.type == "categorical" and city.taxonomy is None and not city.written
     assert spec.non_identifiers == ("visits",)
     assert spec.model.name == "m_invariance"
-    assert spec.model.params == {"m": 3, "hold_back": False, "categorical": "interval"}
+    assert spec.model.params == {"m": 3, "hold_back": False, "categorical": "interval",
+                                 "first_release": "counterfeited"}
     assert spec.columns == ["pid", "age", "education", "city", "visits", "disease"]
     assert not spec.bound
 
@@ -166,6 +167,8 @@ def test_bad_spec_is_refused_naming_the_key(raw, message):
         ({"name": "l_diversity", "l": 2, "form": 3}, "model.form: expected a string, got 3"),
         ({"name": "m_invariance", "m": 2, "categorical": "closure"},
          r"model.categorical: must be one of \['interval', 'node'\], got 'closure'"),
+        ({"name": "m_invariance", "m": 2, "first_release": "incognito"},
+         r"model.first_release: must be one of \['counterfeited', 'mondrian'\], got 'incognito'"),
         ({"name": "l_diversity", "l": 2, "form": "entropy"},
          r"model.form: must be one of \['frequency', 'distinct'\], got 'entropy'"),
     ],
