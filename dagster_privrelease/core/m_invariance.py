@@ -410,8 +410,8 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
     groups = np.empty(n, dtype=np.int64)
     left = np.empty(n, dtype=bool)
     next_group = 0
-    with ThreadPoolExecutor(max_workers=min(d, os.cpu_count() or 1)) as pool:
-        # a counterfeit sorts first
+    with ThreadPoolExecutor(max_workers=max(1, min(d, os.cpu_count() or 1))) as pool:
+        # per QI, by bucket, value, then that QI's rank (a counterfeit's code 0 sorts first)
         perms = list(pool.map(lambda i: np.argsort(run * (n + 1) + codes[:, i], kind="stable"), range(d)))
         rows = list(pool.map(packed.__getitem__, perms))  # per permutation, its tuples' ranks in its order
         while len(node_c):
