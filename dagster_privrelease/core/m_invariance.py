@@ -67,7 +67,6 @@ import pandas as pd
 
 from ..errors import NotPublishable
 from . import mondrian
-from .mondrian import domain_widths
 from .release import PreviousRelease, Release, build_release, dense_unique, encode, sensitive_codes
 from .spec import Spec
 
@@ -106,7 +105,7 @@ def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None
         keep = ~held
         snapshot, codes, prev_group = snapshot[keep].reset_index(drop=True), codes[keep], prev_group[keep]
     X = encode(snapshot, spec)
-    widths = domain_widths(X, spec)
+    widths = mondrian.domain_widths(X, spec)
     categorical = spec.model.params.get("categorical", "interval")
     if previous is None and spec.model.params.get("first_release") == "mondrian":
         groups = mondrian.partition(X, codes, k=m, unique=True, scale=widths)
