@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from dagster_privrelease import datasets
-from dagster_privrelease.core import attacks, mondrian, stream, verify
+from dagster_privrelease.core import attacks, models, stream, verify
+from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.history import History
 from dagster_privrelease.core.release import build_release, encode
 from dagster_privrelease.core.spec import Model, Spec, load_spec, parse_spec, validate_snapshot
@@ -131,7 +132,7 @@ def _clocked(fn, *args) -> tuple[object, float, float]:
 
 def judge_scale() -> None:
     history, build, _ = _clocked(synthetic_history)
-    reports, wall, cpu = _clocked(verify.verify_history, history)
+    reports, wall, cpu = _clocked(models.verify_history, history)
     verdicts = ", ".join(f"{r.name}: {'ok' if r.ok else 'FAIL'}" for r in reports)
     rows = [["verify_history", figure(wall), figure(cpu), verdicts]]
     total_wall = total_cpu = 0.0

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from dagster_privrelease import datasets
-from dagster_privrelease.core import m_invariance
+from dagster_privrelease.core.models import m_invariance
 from dagster_privrelease.core.release import PreviousRelease, release_rng
 from dagster_privrelease.core.spec import Spec, parse_spec, validate_snapshot
 from dagster_privrelease.core.stream import split_base_pool, stream

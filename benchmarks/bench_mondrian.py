@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from dagster_privrelease import datasets
-from dagster_privrelease.core import mondrian
+from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.release import encode
 from dagster_privrelease.core.spec import Model, Spec, load_spec, validate_snapshot
 from dagster_privrelease.core.utility import loss_metric

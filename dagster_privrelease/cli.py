@@ -121,7 +121,7 @@ def show(
 @app.command()
 def verify(spec: SpecPath, db: DbPath) -> None:
     """Check the guarantee of the spec's model over the whole published history; exit 1 when it is broken."""
-    from .core.verify import verify_history
+    from .core.models import verify_history
 
     with refusals():
         history = existing_store(db, load_spec(spec)).history()
@@ -136,7 +136,8 @@ def attack(
     name: Annotated[str | None, typer.Option("--attack", help="run only this attack (default: all)")] = None,
 ) -> None:
     """Run the attack suite on the published history as an adversary would; exit 1 when an attack discloses."""
-    from .core.attacks import ATTACKS, attack_history
+    from .core.attacks import ATTACKS
+    from .core.models import attack_history
 
     if name is not None and name not in ATTACKS:
         raise typer.BadParameter(f"unknown attack {name!r}; the attacks are {', '.join(ATTACKS)}",

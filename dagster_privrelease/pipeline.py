@@ -25,20 +25,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from .core.attacks import attack_history
 from .core.history import Report
-from .core.models import publisher
+from .core import models
 from .core.release import Release, release_rng
 from .core.spec import Spec, validate_snapshot
 from .core.stream import changes
 from .core.utility import summarise
-from .core.verify import verify_history
 from .errors import NotPublishable, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
-
-#: Models whose guarantee holds within one release only: attacks on their history are reported, never blocking.
-SINGLE_RELEASE_MODELS = frozenset({"k_anonymity", "l_diversity"})
-
 
 def read_snapshot(path: str | Path) -> pd.DataFrame:
     """A snapshot file as a frame: ``.csv`` (header row) or ``.parquet``/``.pq``. SnapshotError naming the file
@@ -95,7 +89,7 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
         raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
     previous = store.previous(release_id)
     spec = model_spec(store.bound_spec(snapshot), attributes)
-    release = publisher(spec.model.name)(snapshot, spec, previous, release_rng(spec, release_id))
+    release = models.descriptor(spec.model.name).publish(snapshot, spec, previous, release_rng(spec, release_id))
     store.stage_candidate(release_id, release)
     return release
 
@@ -109,11 +103,11 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
     """
     history = store.history(candidate=release_id)
     kept = dict(history.candidate_sets)  # read back from the store: only sets computed now are saved
-    attacks_block = history.spec.model.name not in SINGLE_RELEASE_MODELS
+    attacks_block = models.descriptor(history.spec.model.name).across_releases
     reports = []
     for kind, found, blocks in (
-        ("guarantee", verify_history(history), True),
-        ("attack", attack_history(history), attacks_block),
+        ("guarantee", models.verify_history(history), True),
+        ("attack", models.attack_history(history), attacks_block),
     ):
         for report in found:
             report.summary["kind"] = kind

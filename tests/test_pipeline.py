@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dagster_privrelease import pipeline
-from dagster_privrelease.core.attacks import attack_history
+from dagster_privrelease.core.models import attack_history
 from dagster_privrelease.core.history import Report
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError

@@ -8,7 +8,7 @@ sensitive values in the snapshots are never used to narrow a candidate set; they
 is the individual's own, and whether an inference hit (``contains_true``).
 
 ``Report.violations`` has one row per individual (or class, or pair of classes) the attack pushed below the
-model's bound (``model_bound``: m, l or k); ``Report.summary`` counts the individuals attacked, disclosed (a
+model's bound (``history.Bound``, from the model's descriptor: m, l or k); ``Report.summary`` counts the individuals attacked, disclosed (a
 single candidate left) and below the bound. ``Report.ok`` is True when nobody fell below the bound.
 
 Attacks: ``intersection_attack`` (§IV-B1, Def. 13; Xiao-Tao Def. 15, Lemmas 1-2), ``critical_attack``
@@ -24,17 +24,20 @@ joins are the vectorised interval join ``overlapping_pairs``, never a Python loo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from .history import History, Report
+from .history import Bound, History, Report
 from .release import encode
 from .spec import Spec
 from .utility import equivalence_classes, released_attributes
+
+#: The default bound of an attack run outside a model (``Bound``): only disclosure, a single candidate, counts.
+NO_DISCLOSURE = Bound()
 
 #: Pairs of an interval join materialised at once (memory bound of ``overlapping_pairs``).
 _PAIRS_PER_BLOCK = 4_000_000
@@ -180,21 +183,6 @@ def contained_pairs(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple
 # ----------------------------------------------------------------------------------------------- shared pieces
 
 
-def model_bound(spec: Spec, candidates: str = "values") -> int:
-    """The bound the model promises against an attack.
-
-    ``candidates="values"``: the number of sensitive values an individual stays linked to (m of m-invariance and
-    m-Distinct, l of the l-diversity models); a model without one (k-anonymity) only promises no disclosure, 2.
-    ``candidates="tuples"``: the number of tuples that may be an individual's (the correspondence attacks,
-    BCF-anonymity Def. 31): k, or else m or l (a class holds at least that many tuples).
-    """
-    keys = ("m", "l") if candidates == "values" else ("k", "m", "l")
-    for key in keys:
-        if key in spec.model.params:
-            return int(spec.model.params[key])
-    return 2
-
-
 def _codes(values: pd.Series, spec: Spec) -> np.ndarray:
     return pd.Index(spec.sensitive_values).get_indexer(values.astype(str))
 
@@ -297,7 +285,7 @@ def _stacked_css(history: History) -> tuple[pd.DataFrame, np.ndarray]:
     return pd.concat(frames, ignore_index=True), np.concatenate(sets)
 
 
-def intersection_attack(history: History) -> Report:
+def intersection_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     """Intersection attack (taxonomy §IV-B1, Def. 13; Xiao-Tao Def. 15, Lemmas 1 and 2).
 
     The adversary knows each individual's QI values and lifespan. For each release j it computes the
@@ -331,13 +319,13 @@ def intersection_attack(history: History) -> Report:
         "contains_true": inter[np.arange(len(starts)), truth],
     })
     extra = {"true_value_missed": int((~frame["contains_true"]).sum())}
-    return _report("intersection", frame, size, model_bound(spec), spec, inter, extra)
+    return _report("intersection", frame, size, bound.values, spec, inter, extra)
 
 
 # -------------------------------------------------------------------------------- critical absence / addition
 
 
-def critical_attack(history: History) -> Report:
+def critical_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     """Critical absence and critical addition (taxonomy Def. 17, Example 6; Xiao-Tao §1.1).
 
     For each pair of consecutive releases the adversary compares the published count ``c(s)`` of each sensitive
@@ -377,7 +365,7 @@ def critical_attack(history: History) -> Report:
             sets.append(css[moved] & (delta > 0))
     if not frames:
         return Report("critical", True, pd.DataFrame(), {"attacked": 0, "disclosed": 0, "below_bound": 0,
-                                                        "bound": model_bound(spec), "min_candidates": 0})
+                                                        "bound": bound.values, "min_candidates": 0})
     frame = pd.concat(frames, ignore_index=True)
     cand = np.concatenate(sets)
     size = cand.sum(axis=1)
@@ -385,7 +373,7 @@ def critical_attack(history: History) -> Report:
     out = pd.DataFrame({spec.id: frame[spec.id], "release_id": frame["release_id"], "kind": frame["kind"],
                         "size": size, "risk": 1.0 / np.maximum(size, 1),
                         "contains_true": cand[np.arange(len(frame)), truth]})
-    return _report("critical", out, size, model_bound(spec), spec, cand)
+    return _report("critical", out, size, bound.values, spec, cand)
 
 
 # -------------------------------------------------------------------------------------- correspondence (BCF)
@@ -440,7 +428,7 @@ def _crack(both: pd.DataFrame, c1: np.ndarray, c2: np.ndarray, side: int) -> np.
     return np.where(common, mine - np.minimum(a, b), 0).sum(axis=1).astype(np.int64)
 
 
-def _bcf_report(name: str, history: History, side: int) -> Report:
+def _bcf_report(name: str, history: History, side: int, bound: Bound) -> Report:
     spec = history.spec
     skipped = _correspondence_precondition(history, name)
     if skipped is not None:
@@ -453,10 +441,10 @@ def _bcf_report(name: str, history: History, side: int) -> Report:
                                     "class_size": size, "crack": crack, "size": size - crack}))
     frame = pd.concat(frames, ignore_index=True)
     frame["risk"] = 1.0 / np.maximum(frame["size"], 1)
-    return _report(name, frame, frame["size"].to_numpy(), model_bound(spec, "tuples"), spec, None)
+    return _report(name, frame, frame["size"].to_numpy(), bound.tuples, spec, None)
 
 
-def forward_attack(history: History) -> Report:
+def forward_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     """Forward attack (taxonomy Def. 14; F-anonymity, Defs. 24-25, Theorem 2, Example 10) on incremental data.
 
     For a user in both T*_i (class Q1) and T*_{i+1} (class Q2), each repetition subset ``g`` of Q1 (its tuples
@@ -464,16 +452,16 @@ def forward_attack(history: History) -> Report:
     same value; ``|Q1| - F(Q1, Q2)`` candidates remain for the user in T*_i. Violations: ``id, before, after,
     class_size, crack, size, risk`` with ``size`` below the bound (BCF-anonymity, Def. 31).
     """
-    return _bcf_report("forward", history, 1)
+    return _bcf_report("forward", history, 1, bound)
 
 
-def cross_attack(history: History) -> Report:
+def cross_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     """Cross attack (taxonomy Def. 15; C-anonymity, Defs. 27-28, Theorem 3): as ``forward_attack`` from the
     side of Q2, crack sizes ``|g'| - min(|g|, |g'|)`` and ``|Q2| - C(Q1, Q2)`` candidates in T*_{i+1}."""
-    return _bcf_report("cross", history, 2)
+    return _bcf_report("cross", history, 2, bound)
 
 
-def backward_attack(history: History) -> Report:
+def backward_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     """Backward attack (taxonomy Def. 16; B-anonymity, Defs. 29-30, Theorem 5, Example 5) on incremental data.
 
     For a user new in T*_{i+1} (class Q2) and each repetition subset ``g2`` of Q2 with value s: G1 = the
@@ -506,10 +494,10 @@ def backward_attack(history: History) -> Report:
                                     "class_size": size[cls], "crack": crack[cls], "size": size[cls] - crack[cls]}))
     if not frames:
         return Report("backward", True, pd.DataFrame(), {"attacked": 0, "disclosed": 0, "below_bound": 0,
-                                                        "bound": model_bound(spec, "tuples"), "min_candidates": 0})
+                                                        "bound": bound.tuples, "min_candidates": 0})
     frame = pd.concat(frames, ignore_index=True)
     frame["risk"] = 1.0 / np.maximum(frame["size"], 1)
-    return _report("backward", frame, frame["size"].to_numpy(), model_bound(spec, "tuples"), spec, None)
+    return _report("backward", frame, frame["size"].to_numpy(), bound.tuples, spec, None)
 
 
 # ------------------------------------------------------------------------------------------------- equivalence
@@ -590,7 +578,7 @@ def _combined_sizes(history: History, only_a, only_b, e: np.ndarray) -> np.ndarr
     return out
 
 
-def equivalence_attack(history: History) -> Report:
+def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     """Value-equivalence attack (taxonomy Defs. 18-20, Examples 7-9), for the instances ``W = e_a - e_b``.
 
     Classes of all releases are the rows of the person matrix S (hosting: who is in each class; each
@@ -603,7 +591,7 @@ def equivalence_attack(history: History) -> Report:
     pairs of equal-signature classes that share a person (``_shared_persons``) rather than all pairs. General
     instances (``W`` with more than two non-zeros) are an integer-programming search that the taxonomy does not
     bound (Def. 20 only asks for some W); they are not attempted. Violations: instances with ``e`` below the
-    bound (``model_bound``, values) whose two sides both hold a real person (``release_a, group_a, release_b,
+    bound (``bound.values``) whose two sides both hold a real person (``release_a, group_a, release_b,
     group_b, e, only_a, only_b, combined_size``). A link alone relates two
     people without disclosing a value; it discloses (the interior attack, Def. 22) when, for e = 1, the
     intersection of both people's lifetime candidate sets (``intersection_attack``) is below the bound:
@@ -631,7 +619,7 @@ def equivalence_attack(history: History) -> Report:
     same = keys["release_id"].to_numpy()[a] != keys["release_id"].to_numpy()[b]
     e = size[a] - common
     linking = same & (e > 0) & (real[a] > common) & (real[b] > common)
-    bound = model_bound(spec)
+    bound = bound.values
     hit = linking & (e < bound)
     ra, rb = a[hit], b[hit]
     members = pd.DataFrame({"cls": host_class, "who": host[spec.id].to_numpy()})
@@ -734,14 +722,14 @@ def join_groups(history: History, x: Iterable[str] | None = None) -> pd.DataFram
     return sizes
 
 
-def join_attack(history: History, x: Iterable[str] | None = None) -> Report:
+def join_attack(history: History, bound: Bound = NO_DISCLOSURE, x: Iterable[str] | None = None) -> Report:
     """The join attack on vertical releases (Wang-Fung §1.1 Example 1, (X, Y)-anonymity Def. 3.1).
 
     The adversary joins the releases, in release order, on their common quasi-identifiers; generalised values
     match when they intersect, so the join is lossy: a record may match records of other persons. ``X`` (default:
     the quasi-identifiers some release leaves out, i.e. those only the join brings together; all QIs when every
     release has the same) identifies people, ``Y`` is the sensitive attribute. Each ``(x, y)`` group of the join
-    (``join_groups``) has a size; a group smaller than the bound (k, ``model_bound(spec, "tuples")``) sharpens
+    (``join_groups``) has a size; a group smaller than the bound (``bound.tuples``: k, m or l) sharpens
     identification (``{Bob, HIV}`` of size 1), while a group larger than its ``genuine`` count is lossy
     (``{Alice, Cancer}``: 4 joined records for 2 people). Violations: groups below the bound
     (``<X labels>, <sensitive>, size, genuine``). Cost: the size of the join (one ``overlapping_pairs`` per
@@ -756,7 +744,7 @@ def join_attack(history: History, x: Iterable[str] | None = None) -> Report:
         sizes = join_groups(history, x)
     except ValueError as exc:
         return _skip("join", str(exc))
-    bound = model_bound(spec, "tuples")
+    bound = bound.tuples
     below = sizes["size"] < bound
     columns = [*x, spec.sensitive, "size"] + (["genuine"] if "genuine" in sizes else [])
     summary = {"joined_rows": int(sizes["size"].sum()), "groups": int(len(sizes)), "below_bound": int(below.sum()),
@@ -782,7 +770,7 @@ def _allowed_edges(n: int, u: np.ndarray, r: np.ndarray) -> np.ndarray | None:
     return matched | (comp[u] == comp[n + r])
 
 
-def possible_world_attack(history: History, rounds: int = 10) -> Report:
+def possible_world_attack(history: History, bound: Bound = NO_DISCLOSURE, rounds: int = 10) -> Report:
     """Linking individuals through all releases with the background release V0 (Shmueli-Tassa §3, Def. 3.1,
     Examples 1.1 and 3.2).
 
@@ -836,7 +824,7 @@ def possible_world_attack(history: History, rounds: int = 10) -> Report:
     truth = _codes(last.reindex(people), spec)
     frame = pd.DataFrame({spec.id: people.to_numpy(), "size": size, "risk": 1.0 / np.maximum(size, 1),
                           "contains_true": domain[np.arange(len(people)), truth]})
-    return _report("possible_worlds", frame, size, model_bound(spec), spec, domain)
+    return _report("possible_worlds", frame, size, bound.values, spec, domain)
 
 
 # ------------------------------------------------------------------------------------------- internal updates
@@ -853,13 +841,15 @@ def _update_matrix(cus: Mapping[str, Iterable[str]], spec: Spec) -> np.ndarray:
     return E
 
 
-def sug_attack(history: History, cus: Mapping[str, Iterable[str]] | None = None) -> Report:
+def sug_attack(
+    history: History, bound: Bound = NO_DISCLOSURE, update_sets: Mapping[str, Iterable[str]] | None = None
+) -> Report:
     """The SUG attack on data with internal updates (Li-Zhou §III: Defs. 10-11, eqs. 1-2, Lemma 2).
 
     For each individual the sensitive attribute update graph has one layer per release it appears in, the
     nodes of layer i being its candidate sensitive set C_i (``candidate_sets``; the up-to-date adversary knows
     its QI values in each release), and an edge s -> s' between consecutive layers when s' is in CUS(s)
-    (``cus``, default ``spec.model.params["cus"]``). Node weights are 1/|C_i| and edge weights 1/out-degree
+    (``update_sets``, default the spec's ``model.update_sets``). Node weights are 1/|C_i| and edge weights 1/out-degree
     (random world assumption, Example 3). The feasible sub-SUG keeps the nodes on a path from the first layer
     to the last (Def. 11); the risk of the true value at layer i is the weight of the feasible paths through it
     over the weight of all feasible paths (eqs. 1-2), computed by a forward-backward recursion over all
@@ -868,13 +858,13 @@ def sug_attack(history: History, cus: Mapping[str, Iterable[str]] | None = None)
     layers with fewer than the bound.
     """
     spec = history.spec
-    cus = cus if cus is not None else spec.model.params.get("cus")
+    cus = update_sets if update_sets is not None else spec.model.params.get("update_sets")
     if cus is None:
-        return _skip("sug", "no candidate update sets (CUS): pass cus= or set model.params.cus")
+        return _skip("sug", "no candidate update sets (CUS): pass update_sets= or set the spec's model.update_sets")
     if history.snapshots is None:
         return _skip("sug", "no snapshots: the adversary's QI values and lifespans are unknown")
     frame, feasible = sug_risks(history, cus)
-    return _report("sug", frame, frame["size"].to_numpy(), model_bound(spec), spec, feasible,
+    return _report("sug", frame, frame["size"].to_numpy(), bound.values, spec, feasible,
                    {"max_risk": float(frame["risk"].max()) if len(frame) else 0.0})
 
 
@@ -936,7 +926,9 @@ ATTACKS = {
 }
 
 
-def attack_history(history: History, attacks: list[str] | None = None) -> list[Report]:
+def attack_history(
+    history: History, bound: Bound = NO_DISCLOSURE, attacks: Sequence[str] | None = None
+) -> list[Report]:
     """Run the named attacks (default: all of ``ATTACKS``) over ``history``. An attack whose preconditions the
     history lacks (no snapshots, not incremental, not vertical, no CUS) returns an ok report whose summary says
     ``skipped`` and why. Unknown names raise ``ValueError`` naming them."""
@@ -944,4 +936,4 @@ def attack_history(history: History, attacks: list[str] | None = None) -> list[R
     unknown = [a for a in names if a not in ATTACKS]
     if unknown:
         raise ValueError(f"unknown attack(s) {unknown}; the attacks are {list(ATTACKS)}")
-    return [ATTACKS[a](history) for a in names]
+    return [ATTACKS[a](history, bound) for a in names]

@@ -30,6 +30,9 @@ class History:
                   individuals (``attacks.candidate_sets``: a boolean matrix, rows in snapshot order). Derived
                   from the fields above only; the store keeps it for published releases so that judging
                   release n computes one release's sets, not n.
+    states:       the models' private state (``Release.state``) of releases 1..n by name, each frame with a
+                  ``release_id`` column. Only a model's ``judged`` view reads it (e.g. m-invariance's held-back
+                  tuples); verifiers and attacks never do.
     """
 
     spec: Spec
@@ -38,10 +41,25 @@ class History:
     snapshots: pd.DataFrame | None = None
     hosting: pd.DataFrame | None = None
     candidate_sets: dict[int, np.ndarray] = field(default_factory=dict)
+    states: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def release_ids(self) -> list[int]:
         return sorted(int(r) for r in self.releases["release_id"].unique())
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a model promises against the attacks (``ModelDescriptor.bound``).
+
+    values: the fewest sensitive values an individual stays linked to (m of m-invariance and m-Distinct, l of
+            the l-diversity models; 2, i.e. no disclosure, for a model that promises none, k-anonymity).
+    tuples: the fewest tuples that may be an individual's (the correspondence attacks, BCF-anonymity Def. 31 of
+            the taxonomy; the join attack's (x, y) groups): k, or else m or l.
+    """
+
+    values: int = 2
+    tuples: int = 2
 
 
 @dataclass

@@ -24,32 +24,6 @@ from .hierarchy import Taxonomy
 
 
 @dataclass(frozen=True)
-class Param:
-    """A model parameter: its type, its smallest value and its default (None: required)."""
-
-    kind: type
-    minimum: float | None = None
-    default: Any = None
-    choices: tuple | None = None
-
-
-#: Parameters of every model this package implements. A model registers here when it lands.
-MODELS: dict[str, dict[str, Param]] = {
-    "k_anonymity": {"k": Param(int, 2)},
-    "l_diversity": {"l": Param(int, 2), "form": Param(str, default="frequency", choices=("frequency", "distinct"))},
-    "m_invariance": {
-        "m": Param(int, 2),
-        "hold_back": Param(bool, default=False),
-        "categorical": Param(str, default="interval", choices=("interval", "node")),
-        "first_release": Param(str, default="counterfeited", choices=("counterfeited", "mondrian")),
-    },
-}
-
-#: The parameter of each model that cannot exceed the number of distinct sensitive values.
-DIVERSITY_PARAM = {"l_diversity": "l", "m_invariance": "m"}
-
-
-@dataclass(frozen=True)
 class QuasiIdentifier:
     """A quasi-identifier: numeric (generalised to intervals of width >= ``min_width``) or categorical
     (generalised to taxonomy nodes; ``taxonomy`` None until ``bind`` gives it the flat one)."""
@@ -121,8 +95,12 @@ class Spec:
 
 
 def check_diversity_param(spec: Spec) -> None:
-    """Refuse an ℓ or m larger than the number of distinct sensitive values (no partition can satisfy it)."""
-    key = DIVERSITY_PARAM.get(spec.model.name)
+    """Refuse an ℓ or m larger than the number of distinct sensitive values (no partition can satisfy it); the
+    parameter is the model's ``diversity_param`` (a spec built in code may name a model not registered: no rule)."""
+    from .models import find
+
+    model = find(spec.model.name)
+    key = None if model is None else model.diversity_param
     if key is None or spec.sensitive_values is None:
         return
     value = spec.model.params[key]
@@ -175,6 +153,11 @@ def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     spec = Spec(name, ident, sensitive, qis, _model(raw["model"]), tuple(non_ids), sensitive_values, seed,
                 sensitive_written=sensitive_values is not None)
     check_diversity_param(spec)
+    from .models import descriptor
+
+    check = descriptor(spec.model.name).check_spec
+    if check is not None:
+        check(spec)
     return spec
 
 
@@ -239,32 +222,13 @@ def _tree(tree: Any, base: Path | None, where: str) -> Any:
 
 
 def _model(raw: Any) -> Model:
+    """The ``model`` mapping: a registered model's name and its parameters (``ModelDescriptor.parse_params``)."""
+    from .models import descriptor
+
     if not isinstance(raw, Mapping) or "name" not in raw:
         raise SpecError(f"model: expected {{name: <model>, <parameters>}}, got {raw!r}")
-    name = raw["name"]
-    if name not in MODELS:
-        raise SpecError(f"model.name: unknown model {name!r}; the models are {sorted(MODELS)}")
-    schema = MODELS[name]
-    unknown = sorted(set(raw) - {"name"} - set(schema))
-    if unknown:
-        raise SpecError(f"model: unknown parameter(s) {unknown} for {name}; its parameters are {sorted(schema)}")
-    params = {}
-    for key, param in schema.items():
-        value = raw.get(key, param.default)
-        if value is None:
-            raise SpecError(f"model.{key}: {name} needs the parameter {key!r}")
-        if param.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise SpecError(f"model.{key}: expected an integer, got {value!r}")
-        if param.kind is bool and not isinstance(value, bool):
-            raise SpecError(f"model.{key}: expected true or false, got {value!r}")
-        if param.kind is str and not isinstance(value, str):
-            raise SpecError(f"model.{key}: expected a string, got {value!r}")
-        if param.minimum is not None and value < param.minimum:
-            raise SpecError(f"model.{key}: must be at least {param.minimum:g}, got {value!r}")
-        if param.choices is not None and value not in param.choices:
-            raise SpecError(f"model.{key}: must be one of {list(param.choices)}, got {value!r}")
-        params[key] = value
-    return Model(name, params)
+    model = descriptor(raw["name"])
+    return Model(model.name, model.parse_params(raw))
 
 
 def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:

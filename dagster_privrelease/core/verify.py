@@ -956,52 +956,29 @@ def _hosted(history: History) -> _Hosted | None:
     return _Hosted(history) if history.hosting is not None and _homogeneous(history.releases) else None
 
 
-def _k_anonymity(history: History) -> list[Report]:
+def verify_k_anonymity(history: History) -> list[Report]:
+    """Model ``k_anonymity``: k-anonymity of every release, and with the private side R(j) and generalisation."""
     return [k_anonymity(history.releases, history.spec.model.params["k"]), *_publisher_side(_hosted(history))]
 
 
-def _l_diversity(history: History) -> list[Report]:
+def verify_l_diversity(history: History) -> list[Report]:
+    """Model ``l_diversity``: l-diversity of every release in the spec's form, and the publisher-side checks."""
     params = history.spec.model.params
-    report = l_diversity(history.releases, history.spec.sensitive, params["l"], params.get("form", "frequency"),
-                         params.get("c", 1.0))
+    report = l_diversity(history.releases, history.spec.sensitive, params["l"], params.get("form", "frequency"))
     return [report, *_publisher_side(_hosted(history))]
 
 
-def _m_invariance(history: History) -> list[Report]:
+def verify_m_invariance(history: History) -> list[Report]:
+    """Model ``m_invariance``: m-uniqueness of every release, m-invariance over the history (Xiao-Tao Def. 17,
+    Lemma 4), counterfeit accounting (Def. 3) and generalisation of the snapshots."""
     hosted = _Hosted(history)
     return [*_m_invariance_reports(hosted, history.spec.model.params["m"]), *_publisher_side(hosted)]
 
 
-def _m_distinct(history: History) -> list[Report]:
+def verify_m_distinct(history: History) -> list[Report]:
+    """Model ``m_distinct``: m-uniqueness and m-Distinct (Li-Zhou Def. 15; m-Distinct' with ``strict``) under
+    the spec's ``update_sets``, and the publisher-side checks."""
     params = history.spec.model.params
     hosted = _Hosted(history)
-    reports = _m_distinct_reports(hosted, params.get("candidate_update_sets", {}), params["m"],
-                                  params.get("strict", False))
+    reports = _m_distinct_reports(hosted, params.get("update_sets", {}), params["m"], params.get("strict", False))
     return [*reports, *_publisher_side(hosted)]
-
-
-#: Model name -> the verifiers of what it promises. A model module may add its own with ``register_verifier``.
-VERIFIERS: dict[str, Callable[[History], list[Report]]] = {
-    "k_anonymity": _k_anonymity,
-    "l_diversity": _l_diversity,
-    "m_invariance": _m_invariance,
-    "m_distinct": _m_distinct,
-}
-
-
-def register_verifier(model: str, verifier: Callable[[History], list[Report]]) -> None:
-    """Make ``verify_history`` run ``verifier`` for histories of ``model``."""
-    VERIFIERS[model] = verifier
-
-
-def verify_history(history: History) -> list[Report]:
-    """Run every verifier of the guarantee ``history.spec.model`` promises over the whole history.
-
-    k_anonymity -> k-anonymity per release; l_diversity -> l-diversity per release in the spec's form;
-    m_invariance -> m-uniqueness per release, m-invariance, counterfeit accounting; m_distinct -> m-uniqueness and
-    m-Distinct. With the private side, also R(j) accounting and generalisation of the snapshots.
-    """
-    name = history.spec.model.name
-    if name not in VERIFIERS:
-        raise SpecError(f"model.name: no verifier for model {name!r}; verifiers exist for {sorted(VERIFIERS)}")
-    return VERIFIERS[name](history)

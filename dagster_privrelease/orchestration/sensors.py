@@ -21,13 +21,12 @@ import dagster as dg
 import yaml
 from dagster import SensorEvaluationContext
 
+from ..core import models
 from ..core.spec import Spec
 from ..errors import StoreError
 
 TAG = "privrelease/table"
 ATTRIBUTES_TAG = "privrelease/attributes"
-#: Models that release a different attribute subset per request (Shmueli-Tassa; Wang-Fung).
-VERTICAL_MODELS = frozenset({"sequential_l_diversity", "xy_privacy"})
 
 
 def source_sensor(table: str, partitions: dg.DynamicPartitionsDefinition, keys, job) -> dg.SensorDefinition:
@@ -122,10 +121,11 @@ def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
             f"({list(spec.quasi_identifiers)})"
         )
     ordered = tuple(a for a in spec.quasi_identifiers if a in attributes)
-    if spec.model.name not in VERTICAL_MODELS and ordered != tuple(spec.quasi_identifiers):
+    if not models.descriptor(spec.model.name).vertical and ordered != tuple(spec.quasi_identifiers):
+        vertical = [n for n in models.names() if models.descriptor(n).vertical]
         raise ValueError(
             f"request {path.name}: model {spec.model.name} publishes every quasi-identifier; the subset "
-            f"{list(ordered)} needs a vertical model ({sorted(VERTICAL_MODELS)})"
+            f"{list(ordered)} needs a vertical model ({vertical})"
         )
     return ordered
 

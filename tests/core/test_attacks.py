@@ -7,10 +7,14 @@ import pandas as pd
 import pytest
 
 from benchmarks.bench_judge import baseline_spec, census_stream, history_of
-from dagster_privrelease.core import attacks, mondrian
-from dagster_privrelease.core.history import History
+from dagster_privrelease.core import attacks
+from dagster_privrelease.core.models import mondrian
+from dagster_privrelease.core.history import Bound, History
 from dagster_privrelease.core.spec import parse_spec
 from tests.fixtures import li_zhou, shmueli_tassa, taxonomy_paper, wang_fung, xiao_tao
+
+#: Figure 2's spec is 5-anonymous: BCF-anonymity asks each user to keep 5 candidate tuples.
+BCF_5 = Bound(values=2, tuples=5)
 
 
 def _rows(report, column, value):
@@ -95,7 +99,7 @@ def test_figure_1_critical_absence_and_addition():
 
 def test_figure_2_forward_attack_example_3_and_10():
     """Alice [FRANCE, LAWYER] in both releases: g1 (3 FLU) has crack size 1, so 4 candidates remain < 5."""
-    report = attacks.forward_attack(taxonomy_paper.figure_2())
+    report = attacks.forward_attack(taxonomy_paper.figure_2(), BCF_5)
     assert not report.ok
     assert sorted(report.violations["Id"]) == [4, 5]
     assert (report.violations["crack"] == 1).all() and (report.violations["size"] == 4).all()
@@ -103,14 +107,14 @@ def test_figure_2_forward_attack_example_3_and_10():
 
 
 def test_figure_2_cross_attack_example_4():
-    report = attacks.cross_attack(taxonomy_paper.figure_2())
+    report = attacks.cross_attack(taxonomy_paper.figure_2(), BCF_5)
     assert sorted(report.violations["Id"]) == [4, 5]
     assert (report.violations["size"] == 4).all()
 
 
 def test_figure_2_backward_attack_example_5():
     """Alice [UK, LAWYER] is new in T4*: one of records 1, 2, 3 cannot be hers (crack size 1)."""
-    report = attacks.backward_attack(taxonomy_paper.figure_2())
+    report = attacks.backward_attack(taxonomy_paper.figure_2(), BCF_5)
     assert sorted(report.violations["Id"]) == [9, 10]
     assert (report.violations["crack"] == 1).all()
     assert report.summary["attacked"] == 5
@@ -210,7 +214,7 @@ def test_wang_fung_example_1_join_sharpens_and_is_lossy():
 def test_li_zhou_sug_discloses_julia_and_ben():
     """Tables I-IV with the CUS of Example 5: both releases are 2-diverse, yet the feasible sub-SUG leaves Julia
     one value in T1 (Pneumonia) and Ben one in each release (Flu, Pneumonia); Julia keeps two in T2."""
-    report = attacks.sug_attack(li_zhou.history(), li_zhou.CUS)
+    report = attacks.sug_attack(li_zhou.history(), update_sets=li_zhou.CUS)
     assert not report.ok
     julia, ben = _rows(report, "Name", "Julia"), _rows(report, "Name", "Ben")
     assert julia[["release_id", "size", "risk"]].values.tolist() == [[1, 1, 1.0]]
@@ -241,7 +245,7 @@ def test_attack_history_runs_all_and_says_what_it_skipped():
     assert not by_name["intersection"].ok
     assert "skipped" in by_name["join"].summary and "skipped" in by_name["forward"].summary
     with pytest.raises(ValueError, match="nope"):
-        attacks.attack_history(xiao_tao.history_1b_2b(), ["nope"])
+        attacks.attack_history(xiao_tao.history_1b_2b(), attacks=["nope"])
 
 
 # -- real data -----------------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dagster_privrelease.core.spec import MODELS, load_spec, parse_spec, validate_snapshot
+from dagster_privrelease.core import models
+from dagster_privrelease.core.spec import load_spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import SnapshotError, SpecError
 
 EDUCATION = {"Any": {"School": ["primary", "secondary"], "University": ["bachelor", "master", "doctorate"]}}
@@ -84,7 +85,8 @@ def test_defaults_of_optional_keys():
 
 
 def test_every_registered_model_parses_with_its_required_parameters():
-    for name, schema in MODELS.items():
+    for name in models.names():
+        schema = models.descriptor(name).params
         params = {key: (p.minimum if p.kind is int else p.default) for key, p in schema.items()}
         params = {k: (int(v) if isinstance(v, float) else v) for k, v in params.items()}
         spec = parse_spec(raw_spec(model={"name": name, **params}))

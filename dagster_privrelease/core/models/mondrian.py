@@ -38,9 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import NotPublishable
-from .release import PreviousRelease, Release, build_release, encode
-from .spec import Spec
+from ...errors import NotPublishable
+from .. import verify
+from ..history import Bound
+from ..release import PreviousRelease, Release, build_release, encode
+from ..spec import Spec
+from .base import ModelDescriptor, Param
 
 FORMS = ("frequency", "distinct")
 
@@ -313,3 +316,40 @@ def publish_l_diversity(
     Def. 2.3, "distinct": ℓ distinct values). ``previous`` is ignored (single-release baseline)."""
     params = spec.model.params
     return _publish(snapshot, spec, rng, l=params["l"], form=params["form"])
+
+
+def _bound_k(params) -> Bound:
+    return Bound(values=2, tuples=int(params["k"]))
+
+
+def _bound_l(params) -> Bound:
+    return Bound(values=int(params["l"]), tuples=int(params["l"]))
+
+
+#: The single-release baselines: their attacks are reported, never blocking (``across_releases=False``).
+MODELS = (
+    ModelDescriptor(
+        name="k_anonymity",
+        paper="Mondrian (LeFevre et al. 2006), as used in all the papers",
+        params={"k": Param(int, 2, help="the fewest rows of a QI group")},
+        publish=publish_k_anonymity,
+        verify=verify.verify_k_anonymity,
+        bound=_bound_k,
+        across_releases=False,
+        reads="nothing",
+    ),
+    ModelDescriptor(
+        name="l_diversity",
+        paper="Mondrian with l-diverse groups; frequency form of Shmueli-Tassa Def. 2.3",
+        params={
+            "l": Param(int, 2, help="the fewest distinct sensitive values a group is linked to"),
+            "form": Param(str, default="frequency", choices=FORMS),
+        },
+        publish=publish_l_diversity,
+        verify=verify.verify_l_diversity,
+        bound=_bound_l,
+        across_releases=False,
+        reads="nothing",
+        diversity_param="l",
+    ),
+)

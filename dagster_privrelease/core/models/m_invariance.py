@@ -58,6 +58,7 @@ the verifier (``core.verify.m_invariance``, comparing every appearance with the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
@@ -65,10 +66,13 @@ from operator import itemgetter
 import numpy as np
 import pandas as pd
 
-from ..errors import NotPublishable
+from ...errors import NotPublishable
+from .. import verify
+from ..history import Bound, History
+from ..release import PreviousRelease, Release, build_release, dense_unique, encode, sensitive_codes
+from ..spec import Spec
 from . import mondrian
-from .release import PreviousRelease, Release, build_release, dense_unique, encode, sensitive_codes
-from .spec import Spec
+from .base import ModelDescriptor, Param
 
 
 def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator) -> Release:
@@ -561,3 +565,34 @@ def number_groups(X: np.ndarray, groups: np.ndarray, fake_groups: np.ndarray) ->
     rank = np.empty(g, dtype=np.int64)
     rank[np.lexsort(corner.T[::-1])] = np.arange(1, g + 1)
     return rank[groups], rank[fake_groups]
+
+
+def judged(history: History) -> History:
+    """The history as the judge reads it: the tuples a release held back (``state["held_back"]``, module
+    docstring) are not in that release's T(j), so their judged lifespan starts when a release publishes them,
+    which is what ``hold_back`` guarantees against."""
+    held = history.states.get("held_back")
+    if held is None or not len(held) or history.snapshots is None:
+        return history
+    ident = history.spec.id
+    snapshots = history.snapshots
+    keys = pd.MultiIndex.from_frame(snapshots[["release_id", ident]].astype({"release_id": np.int64}))
+    out = keys.isin(pd.MultiIndex.from_frame(held[["release_id", ident]].astype({"release_id": np.int64})))
+    return dataclasses.replace(history, snapshots=snapshots[~out].reset_index(drop=True))
+
+
+MODEL = ModelDescriptor(
+    name="m_invariance",
+    paper="Xiao & Tao, m-invariance, SIGMOD 2007 (§4: counterfeited generalisation)",
+    params={
+        "m": Param(int, 2, help="every group has m tuples with pairwise different sensitive values"),
+        "hold_back": Param(bool, default=False),
+        "categorical": Param(str, default="interval", choices=("interval", "node")),
+        "first_release": Param(str, default="counterfeited", choices=("counterfeited", "mondrian")),
+    },
+    publish=publish,
+    verify=verify.verify_m_invariance,
+    bound=lambda params: Bound(values=int(params["m"]), tuples=int(params["m"])),
+    diversity_param="m",
+    judged=judged,
+)

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dagster_privrelease.core import mondrian
-from dagster_privrelease.core.mondrian import partition
+from dagster_privrelease.core.models import mondrian
+from dagster_privrelease.core.models.mondrian import partition
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import Model, load_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
 from tests.fixtures import xiao_tao
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources"
+RESOURCES = Path(__file__).resolve().parents[3] / "resources"
 
 
 # --- the independent checker ---------------------------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""What a model declares about itself: one ``ModelDescriptor``, registered once (``core.models.register``).
+
+Everything outside the model's own module asks the descriptor: the spec (parameters and their rules), the
+pipeline (how to publish, what of the past to read, what the judge runs and whether attacks block), the storage
+(nothing model-specific: private state is opaque frames), the Dagster layer (extra assets, vertical release
+requests) and the CLI. Adding a model is its module plus one ``register`` call; nothing else changes.
+
+This module is pure: no Dagster, no DuckDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ...errors import SpecError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from ..history import Bound, History, Report
+    from ..release import PreviousRelease, Release
+    from ..spec import Spec
+
+
+class Publisher(Protocol):
+    """``publish(snapshot, spec, previous, rng, **prepared) -> Release``.
+
+    ``snapshot``: T(n), validated and normalised (``spec.validate_snapshot``); ``spec``: the spec bound to the
+    stored domains and T(n); ``previous``: what the model may read of the past (``ModelDescriptor.reads``), None
+    for the first release; ``rng``: the release's generator (``release.release_rng``), the only randomness;
+    ``prepared``: the frames each of the model's stages (``ModelDescriptor.stages``) made for this release, by
+    stage output name.
+    """
+
+    def __call__(
+        self, snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator,
+        /, **prepared: pd.DataFrame,
+    ) -> Release: ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """A model parameter as the spec writes it: its type, bounds, default (None: required) and choices.
+
+    ``check`` is an extra rule on the value (raise ``SpecError`` naming ``model.<key>``); ``parse`` turns the
+    YAML value into the stored one (e.g. a mapping of lists into a mapping of tuples) after the type check.
+    """
+
+    kind: type
+    minimum: float | None = None
+    default: Any = None
+    choices: tuple | None = None
+    maximum: float | None = None
+    help: str = ""
+    check: Callable[[str, Any], None] | None = None
+
+    def validate(self, model: str, key: str, value: Any) -> Any:
+        """``value`` checked against this parameter; SpecError naming ``model.<key>`` and the rule."""
+        if value is None:
+            raise SpecError(f"model.{key}: {model} needs the parameter {key!r}" + (f" ({self.help})" if self.help
+                                                                                     else ""))
+        if self.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise SpecError(f"model.{key}: expected an integer, got {value!r}")
+        if self.kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise SpecError(f"model.{key}: expected a number, got {value!r}")
+        if self.kind is bool and not isinstance(value, bool):
+            raise SpecError(f"model.{key}: expected true or false, got {value!r}")
+        if self.kind is str and not isinstance(value, str):
+            raise SpecError(f"model.{key}: expected a string, got {value!r}")
+        if self.kind in (dict, list) and not isinstance(value, self.kind):
+            raise SpecError(f"model.{key}: expected a {'mapping' if self.kind is dict else 'list'}, got {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise SpecError(f"model.{key}: must be at least {self.minimum:g}, got {value!r}")
+        if self.maximum is not None and value > self.maximum:
+            raise SpecError(f"model.{key}: must be at most {self.maximum:g}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise SpecError(f"model.{key}: must be one of {list(self.choices)}, got {value!r}")
+        if self.check is not None:
+            self.check(key, value)
+        return value
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A step a model needs before its candidate, materialised on its own (in Dagster: an asset between
+    ``snapshot`` and ``release_candidate``), e.g. the possible-world set of Shmueli-Tassa Alg. 1.
+
+    ``run(snapshot, spec, previous, rng)`` returns private frames by name; the store keeps them with the
+    release (``private.candidate_state_<name>``, then ``private.state_<name>`` once published) and the model's
+    ``publish`` receives them as keyword arguments. They never leave the private schema.
+    """
+
+    name: str
+    description: str
+    run: Callable[..., dict[str, pd.DataFrame]]
+
+
+#: What of the past a model reads for release n: nothing (single-release baselines), release n-1 and its
+#: private side (Xiao-Tao Lemma 4), or every published release (the star join of Wang-Fung §7).
+Reads = Literal["nothing", "previous", "all"]
+
+
+@dataclass(frozen=True)
+class ModelDescriptor:
+    """Everything the rest of the package needs to know about one model.
+
+    name:             ``model.name`` in the spec.
+    paper:            the paper and section it implements (shown by the CLI and the README).
+    params:           its parameters (``Param``), validated when the spec is loaded.
+    publish:          the algorithm (``Publisher``).
+    verify:           the judge's verifiers of its guarantee over a history (publisher side included).
+    bound:            what it promises against the attacks, from its parameters (``history.Bound``).
+    across_releases:  True when it protects a sequence of releases, so a disclosing attack blocks publication;
+                      False for the single-release baselines, whose attacks are reported, never blocking.
+    vertical:         True when a release may publish a subset of the quasi-identifiers (a release request).
+    reads:            what of the past ``publish`` reads (``Reads``); the store reads no more than that.
+    diversity_param:  the parameter that cannot exceed the number of distinct sensitive values (m, l), refused
+                      when the spec is loaded or bound.
+    judged:           how the model's private state changes what the judge sees (``History -> History``), e.g.
+                      m-invariance's held-back tuples, which are not in the published T(j); None: as stored.
+    check_spec:       extra rules on the whole spec (e.g. update sets naming sensitive values); SpecError.
+    stages:           steps materialised before the candidate (``Stage``), e.g. the possible-world set.
+    """
+
+    name: str
+    paper: str
+    params: Mapping[str, Param]
+    publish: Publisher
+    verify: Callable[[History], list[Report]]
+    bound: Callable[[Mapping[str, Any]], Bound]
+    across_releases: bool = True
+    vertical: bool = False
+    reads: Reads = "previous"
+    diversity_param: str | None = None
+    judged: Callable[[History], History] | None = None
+    check_spec: Callable[[Spec], None] | None = None
+    stages: tuple[Stage, ...] = field(default=())
+
+    def parse_params(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The model's parameters from the spec's ``model`` mapping (``name`` excluded), defaults filled in.
+        SpecError naming ``model.<key>`` for an unknown, missing or invalid parameter."""
+        unknown = sorted(set(raw) - {"name"} - set(self.params))
+        if unknown:
+            raise SpecError(f"model: unknown parameter(s) {unknown} for {self.name}; its parameters are "
+                            f"{sorted(self.params)}")
+        return {key: param.validate(self.name, key, raw.get(key, param.default)) for key, param in self.params.items()}
