@@ -77,21 +77,51 @@ def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:
     return dataclasses.replace(spec, quasi_identifiers=kept)
 
 
+def prepare(store: ReleaseStore, release_id: int, stage: str) -> dict[str, pd.DataFrame]:
+    """Run the model's stage ``stage`` (``ModelDescriptor.stages``, e.g. the possible-world set) on the staged
+    T(release_id) and keep its frames privately with the release (``store.stage_state``); return them.
+
+    Reads what the model reads of the past and ``release_rng(spec, i)``, so a re-run is identical.
+    """
+    snapshot = _staged(store, release_id)
+    spec = store.bound_spec(snapshot)
+    model = models.descriptor(spec.model.name)
+    step = next((s for s in model.stages if s.name == stage), None)
+    if step is None:
+        raise SpecError(f"model {model.name} has no stage {stage!r} (its stages: {[s.name for s in model.stages]})")
+    frames = step.run(snapshot, spec, store.previous(release_id, model.reads), release_rng(spec, release_id))
+    store.stage_state(release_id, frames)
+    return frames
+
+
 def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None = None) -> Release:
     """Run the spec's model on the staged T(release_id) and stage the result as the release's candidate.
 
-    The model reads T(i), the spec bound to the stored domains and T(i) (ranks never move), release i-1 and its
-    private side (``store.previous``: Xiao-Tao Lemma 4) and ``release_rng(spec, i)``, so a re-run is identical.
+    The model reads T(i), the spec bound to the stored domains and T(i) (ranks never move), what its
+    descriptor says it reads of the past (``ModelDescriptor.reads``; Xiao-Tao Lemma 4: release i-1), the frames
+    its stages kept for release i (``prepare``), and ``release_rng(spec, i)``, so a re-run is identical.
     ``attributes`` restricts the published quasi-identifiers (a projection request); None publishes all.
     """
+    snapshot = _staged(store, release_id)
+    spec = model_spec(store.bound_spec(snapshot), attributes)
+    model = models.descriptor(spec.model.name)
+    prepared = store.staged_state(release_id) if model.stages else {}
+    missing = [s.name for s in model.stages if s.name not in prepared]
+    if missing:
+        raise StoreError(f"release {release_id}: stage(s) {missing} of model {model.name} have not run; prepare "
+                         "them first (the Dagster assets of the same names)")
+    previous = store.previous(release_id, model.reads)
+    release = model.publish(snapshot, spec, previous, release_rng(spec, release_id), **prepared)
+    release.state = {**prepared, **release.state}
+    store.stage_candidate(release_id, release)
+    return release
+
+
+def _staged(store: ReleaseStore, release_id: int) -> pd.DataFrame:
     snapshot = store.snapshot(release_id)
     if snapshot is None:
         raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-    previous = store.previous(release_id)
-    spec = model_spec(store.bound_spec(snapshot), attributes)
-    release = models.descriptor(spec.model.name).publish(snapshot, spec, previous, release_rng(spec, release_id))
-    store.stage_candidate(release_id, release)
-    return release
+    return snapshot
 
 
 def judge(store: ReleaseStore, release_id: int) -> list[Report]:
@@ -186,6 +216,8 @@ def release_next(
         release_id = next_release_id(store)
         refuse_restaging(store, release_id, df)
         stage(store, release_id, df)
+        for step in models.descriptor(store.spec.model.name).stages:
+            prepare(store, release_id, step.name)
         make_candidate(store, release_id, attributes)
         reports = judge(store, release_id)
         return publish(store, release_id, reports)

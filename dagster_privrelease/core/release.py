@@ -56,7 +56,11 @@ class Release:
 
 @dataclass
 class PreviousRelease:
-    """What a model may read of the past (Xiao-Tao Lemma 4): T(n-1), T*(n-1), R(n-1), hosting, state."""
+    """What a model may read of the past (Xiao-Tao Lemma 4): T(n-1), T*(n-1), R(n-1), hosting, state.
+
+    ``earlier``: only for a model that reads every release (``ModelDescriptor.reads == "all"``, e.g. the star
+    join of Wang-Fung §7): the published rows of releases 1..n-1 with their ``release_id``; None otherwise.
+    """
 
     release_id: int
     snapshot: pd.DataFrame
@@ -64,6 +68,7 @@ class PreviousRelease:
     counterfeits: pd.DataFrame
     hosting: pd.DataFrame
     state: dict[str, pd.DataFrame] = field(default_factory=dict)
+    earlier: pd.DataFrame | None = None
 
 
 def encode(snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:

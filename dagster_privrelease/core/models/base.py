@@ -88,8 +88,8 @@ class Stage:
     """A step a model needs before its candidate, materialised on its own (in Dagster: an asset between
     ``snapshot`` and ``release_candidate``), e.g. the possible-world set of Shmueli-Tassa Alg. 1.
 
-    ``run(snapshot, spec, previous, rng)`` returns private frames by name; the store keeps them with the
-    release (``private.candidate_state_<name>``, then ``private.state_<name>`` once published) and the model's
+    ``run(snapshot, spec, previous, rng)`` returns private frames by name, one of them named after the stage
+    (the pipeline checks that it ran by that name); the store keeps them with the release (``private.candidate_state_<name>``, then ``private.state_<name>`` once published) and the model's
     ``publish`` receives them as keyword arguments. They never leave the private schema.
     """
 
