@@ -28,6 +28,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check dagster_privrelease assets tests benchmarks
+	$(BIN)/pyright
 
 clean:
 	rm -rf $(VENV) .venv-peer .pytest_cache

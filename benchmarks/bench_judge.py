@@ -4,7 +4,7 @@ attack (the shape of Xiao-Tao Fig. 4).
 (a) A synthetic 20-release history of 100,000 individuals per release (r = 5,000 deletions and insertions a
     release; age, zipcode numeric, sex categorical; 10 sensitive values), built directly as History frames: each
     release sorts its snapshot by (age, zipcode) and cuts it into QI groups of 8 (``release.build_release``).
-    Timed: ``verify.verify_history`` (l-diversity per release) and ``attacks.attack_history`` (every attack;
+    Timed: ``models.verify_history`` (l-diversity per release) and ``attacks.attack_history`` (every attack;
     those whose preconditions the history lacks are skipped and say so).
 (b) The ``l_diversity`` baseline (``mondrian.publish_l_diversity``, distinct form) republished over a Census-KDD
     workers stream (``datasets.load_census_kdd(workers_only=True)``, resources/census_kdd.yaml; T(1) 20,000
@@ -16,20 +16,29 @@ attack (the shape of Xiao-Tao Fig. 4).
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
-from dagster_privrelease import datasets
-from dagster_privrelease.core import attacks, models, stream, verify
+from dagster_privrelease import datasets, pipeline
+from dagster_privrelease.core import models, stream
+from dagster_privrelease.core.encoding import encode
+from dagster_privrelease.core.judge import attacks
+from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.core.models import mondrian
-from dagster_privrelease.core.history import History
-from dagster_privrelease.core.release import build_release, encode
+from dagster_privrelease.core.release import build_release
 from dagster_privrelease.core.spec import Model, Spec, load_spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import DatasetUnavailable
+from dagster_privrelease.storage import ReleaseStore
 
-from .common import ROOT, figure, print_table, skip, timed
+from .common import ROOT, figure, print_table, ratio, skip, timed
+
+T = TypeVar("T")
 
 SYNTHETIC_ROWS = 100_000
 SYNTHETIC_RELEASES = 20
@@ -120,10 +129,11 @@ def vulnerable(snapshots: list[pd.DataFrame], spec: Spec) -> tuple[int, int, int
     by intersection (disclosed: a single candidate left, Xiao-Tao Lemma 1; below l: fewer than l left)."""
     history = history_of(snapshots, spec, lambda s, sp, rng: mondrian.publish_l_diversity(s, sp, None, rng))
     report = attacks.intersection_attack(history)
+    assert history.snapshots is not None
     return report.summary["disclosed"], report.summary["below_bound"], history.snapshots[spec.id].nunique()
 
 
-def _clocked(fn, *args) -> tuple[object, float, float]:
+def _clocked(fn: Callable[..., T], *args) -> tuple[T, float, float]:
     """``(result, wall seconds, CPU seconds of this process)``: the CPU figure stays meaningful on a busy machine."""
     wall, cpu = time.perf_counter(), time.process_time()
     result = fn(*args)
@@ -172,9 +182,68 @@ def baseline_census() -> None:
     )
 
 
+def judge_stream(rows: int = 20_000, r: int = 2_000, releases: int = 50, marks: tuple[int, ...] = (2, 14, 50)) -> None:
+    """(c) The judge's cost per release over a stream, through the pipeline's own ``judge`` (the store's history
+    read, every verifier and attack of m-invariance, the memo saved): release n against release 2."""
+    try:
+        workers = datasets.load_census_kdd(workers_only=True)
+    except DatasetUnavailable as exc:
+        skip("(c) the judge per release on Census-KDD", str(exc))
+        return
+    spec = load_spec(ROOT / "resources" / "census_kdd.yaml")
+    snapshots = census_stream(workers, spec.bind(validate_snapshot(workers, spec)), rows, r, releases, seed=0)
+    seconds: dict[int, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        store = ReleaseStore(Path(folder) / "stream.duckdb", spec)
+        with store.session():
+            for j, snapshot in enumerate(snapshots, start=1):
+                pipeline.stage(store, j, snapshot)
+                pipeline.make_candidate(store, j)
+                reports, wall, cpu = _clocked(pipeline.judge, store, j)
+                seconds[j] = (wall, cpu)
+                pipeline.publish(store, j, reports)
+    base = seconds[2]
+    table = [[f"release {j}", figure(seconds[j][0]), figure(seconds[j][1]), ratio(seconds[j][0], base[0]),
+              ratio(seconds[j][1], base[1])] for j in marks if j in seconds]
+    print_table(f"(c) pipeline.judge per release, Census-KDD workers (m-invariance m = 4), T(1) {rows:,} rows, "
+                f"r = {r:,}, {releases} releases", ["release", "wall s", "cpu s", "wall / release 2",
+                                                   "cpu / release 2"], table)
+
+
+def judge_census_release() -> None:
+    """(d) The intersection attack on release 2 of Census-KDD workers (T(1) 120,000 rows, r = 20,000, m = 4),
+    release 1's candidate sets kept as the pipeline keeps them."""
+    try:
+        workers = datasets.load_census_kdd(workers_only=True)
+    except DatasetUnavailable as exc:
+        skip("(d) the intersection attack on 120k Census-KDD rows", str(exc))
+        return
+    spec = load_spec(ROOT / "resources" / "census_kdd.yaml")
+    snapshots = census_stream(workers, spec.bind(validate_snapshot(workers, spec)), 120_000, 20_000, 2, seed=0)
+    with tempfile.TemporaryDirectory() as folder:
+        store = ReleaseStore(Path(folder) / "census.duckdb", spec)
+        with store.session():
+            pipeline.stage(store, 1, snapshots[0])
+            pipeline.make_candidate(store, 1)
+            pipeline.publish(store, 1, pipeline.judge(store, 1))
+            pipeline.stage(store, 2, snapshots[1])
+            pipeline.make_candidate(store, 2)
+            history = models.judged(store.history(candidate=2))
+            _, read_wall, read_cpu = _clocked(store.history, None, 2)
+    bound = models.descriptor(spec.model.name).bound(spec.model.params)
+    report, wall, cpu = _clocked(attacks.intersection_attack, history, bound)
+    print_table("(d) release 2 of Census-KDD workers, T(1) 120,000 rows, r = 20,000, m = 4",
+                ["step", "wall s", "cpu s", "outcome"],
+                [["history read", figure(read_wall), figure(read_cpu), ""],
+                 ["intersection attack", figure(wall), figure(cpu),
+                  f"disclosed {report.summary['disclosed']}, below bound {report.summary['below_bound']}"]])
+
+
 def main() -> None:
     judge_scale()
     baseline_census()
+    judge_stream()
+    judge_census_release()
 
 
 if __name__ == "__main__":

@@ -26,19 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pandas as pd
 
 from dagster_privrelease import datasets
+from dagster_privrelease.core.judge.utility import query_error
 from dagster_privrelease.core.models import m_invariance
 from dagster_privrelease.core.release import PreviousRelease, release_rng
 from dagster_privrelease.core.spec import Spec, parse_spec, validate_snapshot
 from dagster_privrelease.core.stream import split_base_pool, stream
-from dagster_privrelease.core.utility import query_error
 from dagster_privrelease.errors import DatasetUnavailable
 
-from .common import ROOT, figure, print_table, ratio, skip
+from .common import ROOT, figure, print_table, ratio, read_sort_floor, skip
 
 QIS = ("age", "sex", "education", "country_of_birth_self")
 SENSITIVE = "detailed_occupation_recode"
@@ -87,7 +86,7 @@ def run_series(table: pd.DataFrame, m: int, r: int, releases: int, base: int = 2
         start = time.process_time()
         release = m_invariance.publish(snapshot, spec, previous, release_rng(spec, j))
         seconds = time.process_time() - start
-        row = {"release": j, "counterfeits": release.counterfeit_count, "cpu": seconds,
+        row: dict = {"release": j, "counterfeits": release.counterfeit_count, "cpu": seconds,
                "inputs": (snapshot, spec, previous, j)}
         for theta in utility:
             row[theta] = query_error(release.table, snapshot, release.counterfeits, spec, theta, queries,
@@ -164,20 +163,9 @@ def first_release(table: pd.DataFrame) -> None:
 
 
 def duckdb_floor(snapshot: pd.DataFrame, folder: Path) -> float:
-    """Wall seconds for DuckDB to read the snapshot from Parquet and sort it on the QIs and sensitive column:
-    the least of 3 runs (a floor; one run on this machine varied from 6.7 s to 9.2 s at 10M rows)."""
-    path = folder / "snapshot.parquet"
-    snapshot.to_parquet(path)
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
-    order = ", ".join([*QIS, SENSITIVE])
-    best = np.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        con.execute(f"CREATE OR REPLACE TEMP TABLE sorted AS SELECT * FROM read_parquet('{path}') ORDER BY {order}")
-        best = min(best, time.perf_counter() - start)
-    con.close()
-    return best
+    """Wall seconds for DuckDB to read the snapshot from Parquet and sort it on the QIs and sensitive column
+    (``common.read_sort_floor``: the least of 3 runs)."""
+    return read_sort_floor(snapshot, [*QIS, SENSITIVE], folder)
 
 
 def scale(table: pd.DataFrame) -> None:

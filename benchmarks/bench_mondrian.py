@@ -4,7 +4,7 @@
    country; sensitive occupation), k-anonymity k = 5, 10 and distinct ℓ-diversity ℓ = 2, 3, 5, against anjana
    1.2.3 (PyPI; global recoding over the same taxonomies, no suppression) run in its own virtual environment
    ``.venv-peer`` through a subprocess that reports its time and its generalised table. Both tables' LM
-   (Shmueli-Tassa §2.2 eq. 1; ``core.utility.loss_metric``) is computed here in the same way, the age domain
+   (Shmueli-Tassa §2.2 eq. 1; ``core.judge.utility.loss_metric``) is computed here in the same way, the age domain
    being Adult's [17, 90]. anjana's ℓ-diversity is the distinct form (pycanon), so ours runs in that form too;
    our frequency form (Shmueli-Tassa Def. 2.3), which anjana lacks, is printed beside it.
 2. Census-KDD: the workers (144,930 rows, resources/census_kdd.yaml), the whole table (299,285 rows; country of
@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from dagster_privrelease import datasets
+from dagster_privrelease.core.encoding import encode
+from dagster_privrelease.core.judge.utility import loss_metric
 from dagster_privrelease.core.models import mondrian
-from dagster_privrelease.core.release import encode
 from dagster_privrelease.core.spec import Model, Spec, load_spec, validate_snapshot
-from dagster_privrelease.core.utility import loss_metric
 from dagster_privrelease.errors import DatasetUnavailable, NotPublishable
 
 from .common import ROOT, PeerUnavailable, figure, peer_python, print_table, ratio, skip, timed

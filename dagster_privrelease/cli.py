@@ -6,6 +6,7 @@ not publish, a broken guarantee, a disclosing attack) prints the reason and exit
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,10 +19,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .core.history import Report
+from .core.judge.history import Report
 from .core.spec import Spec, load_spec
-from .errors import PrivReleaseError
-from .pipeline import read_snapshot, release_changes
+from .errors import PrivReleaseError, SpecError
+from .pipeline import model_spec, read_snapshot, release_changes
 from .storage import ReleaseStore, read_manifest
 
 app = typer.Typer(
@@ -50,6 +51,7 @@ def refusals() -> Iterator[None]:
 
 
 def progress() -> Progress:
+    """A progress bar on ``console`` that disappears when done (rich draws nothing when it is not a terminal)."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=True)
 
@@ -59,6 +61,35 @@ def existing_store(db: Path, spec: Spec) -> ReleaseStore:
     if not db.exists():
         raise typer.BadParameter(f"{db}: no release store there", param_hint="--db")
     return ReleaseStore(db, spec)
+
+
+def judged_store(db: Path, spec: Spec) -> ReleaseStore:
+    """The store at ``db`` (``existing_store``) for ``verify`` and ``attack``, which judge a history with the model
+    and parameters its last release was published with: those in ``published.manifest``, with which that release's
+    own judge checked the whole history before publishing it. ``spec`` must repeat them: SpecError naming the
+    model, or each parameter with its value in the spec and in the manifest, when it does not (judging an m = 3
+    history against m = 4 would report a broken guarantee that was never promised). A parameter the manifest
+    does not record (added to the model later) is not compared."""
+    store = existing_store(db, spec)
+    manifest = store.manifest()
+    if not len(manifest):
+        return store
+    last = manifest.iloc[-1]
+    where = f"release {last['release_id']} of {db} (published.manifest)"
+    if last["model"] != spec.model.name:
+        raise SpecError(f"model.name: the spec says {spec.model.name!r}, but {where} was published with model "
+                        f"{last['model']!r}; verify and attack judge a history against the model it was published "
+                        f"with: pass the spec it was published with")
+    ours = json.loads(json.dumps(spec.model.params, sort_keys=True, default=str))  # tuples as lists, as stored
+    published = last["params"]
+    differ = [k for k in sorted(published) if ours.get(k, "absent") != published[k]]
+    if differ:
+        pairs = "; ".join(f"model.{k}: {k}={ours.get(k, 'absent')!r} in the spec, {k}={published[k]!r} in the "
+                          "manifest" for k in differ)
+        raise SpecError(f"{pairs}: {where} was published with {published}; verify and attack judge a history "
+                        "with the parameters it was published with: pass the spec it was published with "
+                        f"(set {', '.join(f'{k}: {published[k]!r}' for k in differ)})")
+    return store
 
 
 @app.command()
@@ -71,18 +102,30 @@ def release(
     ] = None,
 ) -> None:
     """Publish SNAPSHOT as the next release through the Dagster release job, in-process: stage it, run the
-    model, run the blocking checks, publish it."""
+    model, run the blocking checks, publish it. A SNAPSHOT with the rows of the last published release publishes
+    nothing (exit 0, "unchanged"), so running the same command again is safe. After a refusal, fix the data and
+    run it again: the refused snapshot is replaced, nothing has to be discarded."""
     from .orchestration import run_release
 
     names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
     with refusals():
         frame = read_snapshot(snapshot)
-        with console.status("releasing through the Dagster release job (snapshot, candidate, checks, publication)"):
+        model_spec(load_spec(spec), names)  # a refused --attributes leaves no store file behind
+        # the store stays open (locked) for the whole release: another process releasing to it waits for the
+        # lock, then refuses naming this one, rather than replacing the snapshot this release is publishing
+        with console.status("releasing through the Dagster release job (snapshot, candidate, checks, publication)"), \
+                ReleaseStore(db, load_spec(spec)).session():
             row = run_release(spec, db, frame, attributes=names)
+        if row["outcome"] == "unchanged":
+            console.print(f"unchanged: {snapshot} holds the rows of release {row['release_id']}, the last one "
+                          f"published to {db}; release {row['release_id']} stands and nothing was published",
+                          highlight=False, soft_wrap=True)
+            return
         store = ReleaseStore(db, load_spec(spec))
         delta = release_changes(store, row["release_id"])
     table = Table(title=f"release {row['release_id']} published to {db}")
-    for column in ("model", "rows", "groups", "counterfeits", "inserts", "deletes", "updates", "LM"):
+    for column in ("model", "rows (incl. counterfeits)", "groups", "counterfeits", "inserts", "deletes", "updates",
+                   "LM"):
         table.add_column(column, justify="left" if column == "model" else "right")
     table.add_row(row["model"], *(str(v) for v in (row["rows"], row["groups"], row["counterfeits"],
                                                       delta["inserts"], delta["deletes"], delta["updates"])),
@@ -120,11 +163,13 @@ def show(
 
 @app.command()
 def verify(spec: SpecPath, db: DbPath) -> None:
-    """Check the guarantee of the spec's model over the whole published history; exit 1 when it is broken."""
+    """Check the guarantee of the model over the whole published history, with the parameters its last release
+    was published with (``published.manifest``); exit 1 when it is broken. A spec whose model or parameters
+    differ from the manifest's is refused (``judged_store``)."""
     from .core.models import verify_history
 
     with refusals():
-        history = existing_store(db, load_spec(spec)).history()
+        history = judged_store(db, load_spec(spec)).history()
         reports = verify_history(history)
     _verdict(f"guarantees over releases {_span(history.release_ids)}", reports)
 
@@ -135,15 +180,17 @@ def attack(
     db: DbPath,
     name: Annotated[str | None, typer.Option("--attack", help="run only this attack (default: all)")] = None,
 ) -> None:
-    """Run the attack suite on the published history as an adversary would; exit 1 when an attack discloses."""
-    from .core.attacks import ATTACKS
+    """Run the attack suite on the published history as an adversary would, against the bound of the model and
+    parameters its last release was published with (``published.manifest``; a spec that differs is refused,
+    ``judged_store``); exit 1 when an attack discloses."""
+    from .core.judge.attacks import ATTACKS
     from .core.models import attack_history
 
     if name is not None and name not in ATTACKS:
         raise typer.BadParameter(f"unknown attack {name!r}; the attacks are {', '.join(ATTACKS)}",
                                  param_hint="--attack")
     with refusals():
-        history = existing_store(db, load_spec(spec)).history()
+        history = judged_store(db, load_spec(spec)).history()
         reports = attack_history(history, [name] if name else None)
     _verdict(f"attacks on releases {_span(history.release_ids)}", reports)
 
@@ -171,35 +218,41 @@ def demo(
     (sensor tick, release job, blocking checks), then summarise the history. Adult: 30,000 rows, then 1,000
     deleted, 1,000 inserted and 1% a year older per release, republished with m-invariance (m = 4). Starts
     over: an earlier demo of the table under HOME is replaced."""
-    import assets
+    from .demo import DEMOS, ROOT, run_demo
 
-    if table not in assets.DEMOS:
-        raise typer.BadParameter(f"unknown demo table {table!r}; the demos are {', '.join(assets.DEMOS)}",
+    if table not in DEMOS:
+        raise typer.BadParameter(f"unknown demo table {table!r}; the demos are {', '.join(DEMOS)}",
                                  param_hint="--table")
     home = home.resolve()
     steps = []
+    bin_dir = Path(sys.executable).parent  # the commands printed below work as printed, from any folder
+
+    def released(i: int, counts: dict, bar: Progress, task) -> None:
+        steps.append(counts)
+        bar.update(task, completed=i, description=f"{table}: release {i}")
+        # a line per release, also when the output is a file or a pipe (make demo | tee), where no bar is drawn
+        bar.console.print(f"{table}: release {i} of {releases} published (source: {counts['inserts']} inserted, "
+                          f"{counts['deletes']} deleted, {counts['updates']} updated)", highlight=False)
+
     with refusals(), progress() as bar:
         task = bar.add_task(f"{table}: fetching the data (first use) and releasing", total=releases)
-        manifest, dagster_home = assets.run_demo(
-            table, releases, home,
-            on_release=lambda i, counts: (steps.append(counts), bar.update(task, completed=i,
-                                                                         description=f"{table}: release {i}")),
-        )
-    spec = load_spec(assets.DEMOS[table].spec)
+        manifest, dagster_home = run_demo(table, releases, home,
+                                          on_release=lambda i, counts: released(i, counts, bar, task))
+    spec = load_spec(DEMOS[table].spec)
     _demo_table(manifest, steps, spec)
-    db = assets.DEMOS[table].folder(home) / "releases.duckdb"
+    db = DEMOS[table].folder(home) / "releases.duckdb"
     console.print(f"release store (DuckDB): [bold]{db}[/]", soft_wrap=True)
-    console.print(f"open the UI on it: DAGSTER_HOME={dagster_home} PRIVRELEASE_HOME={home} "
-                  f".venv/bin/dagster dev -w workspace.yaml", highlight=False, soft_wrap=True)
-    console.print(f"judge it again: privrelease attack --spec {assets.DEMOS[table].spec} --db {db}",
+    console.print(f"open the UI on it: cd {ROOT} && DAGSTER_HOME={dagster_home} PRIVRELEASE_HOME={home} "
+                  f"{bin_dir / 'dagster'} dev -w workspace.yaml", highlight=False, soft_wrap=True)
+    console.print(f"judge it again: {bin_dir / 'privrelease'} attack --spec {DEMOS[table].spec} --db {db}",
                   highlight=False, soft_wrap=True)
 
 
 def _demo_table(manifest, steps: Sequence[dict], spec: Spec) -> None:
     params = ", ".join(f"{k}={v}" for k, v in spec.model.params.items())
     table = Table(title=f"{spec.name}: {spec.model.name} ({params}), published through Dagster")
-    for column in ("release", "rows", "inserts", "deletes", "updates", "groups", "counterfeits", "LM", "NCP",
-                   "query error", "checks"):
+    for column in ("release", "rows (incl. counterfeits)", "inserts", "deletes", "updates", "groups", "counterfeits",
+                   "LM", "NCP", "query error", "checks"):
         table.add_column(column, justify="left" if column == "checks" else "right")
     for row, step in zip(manifest.itertuples(), steps, strict=False):
         table.add_row(str(row.release_id), str(row.rows), str(step["inserts"]), str(step["deletes"]),
@@ -222,9 +275,21 @@ def _reports_table(title: str, reports: Sequence[Report]) -> None:
         table.add_column(column, justify="right" if column == "violations" else "left")
     for r in reports:
         summary = ", ".join(f"{k}={_number(v) if isinstance(v, float) else v}" for k, v in r.summary.items())
-        table.add_row(r.name, "[green]holds[/]" if r.ok else "[red]broken[/]",
-                      str(0 if r.violations is None else len(r.violations)), summary)
+        result = "[yellow]skipped[/]" if r.summary.get("skipped") else "[green]holds[/]" if r.ok else "[red]broken[/]"
+        table.add_row(r.name, result, _violations_text(r), summary)
     console.print(table)
+
+
+def _violations_text(report: Report) -> str:
+    """How many rows ``report``'s violations frame has and, when it says what they are (a ``kind`` column, e.g.
+    the equivalence attack's linked pairs, most of which disclose nothing), how many of each kind."""
+    frame = report.violations
+    if frame is None or not len(frame):
+        return "0"
+    if "kind" not in frame.columns:
+        return str(len(frame))
+    kinds = frame["kind"].value_counts(sort=False)
+    return f"{len(frame)} (" + ", ".join(f"{n} {kind}" for kind, n in kinds.items()) + ")"
 
 
 def _checks_text(checks: dict) -> str:

@@ -3,13 +3,14 @@
 Four steps, each a function a Dagster asset or check calls on a ``ReleaseStore`` (``release_next`` chains them
 without Dagster):
 
-1. ``stage``: validate the snapshot T(i) and store it (never overwriting an earlier capture of T(i));
+1. ``stage``: validate the snapshot T(i) and store it (a published T(i) is never replaced; an unpublished one,
+   left by a refusal, is replaced by new rows, so a refusal never blocks the next release);
 2. ``make_candidate``: run the spec's model on T(i), the bound spec and what it may read of release i-1
    (Xiao-Tao Lemma 4), with the release's own random generator, and stage the candidate;
-3. ``judge``: the independent verifiers (``core.verify``) and the attack suite (``core.attacks``) over the
+3. ``judge``: the independent verifiers (``core.judge.verifiers``) and the attack suite (``core.judge.attacks``) over the
    published history with the candidate appended, as the adversary would read it after publication;
 4. ``publish``: refuse (``NotPublishable``) when a blocking report failed, else publish the candidate with
-   its checks and utility (``core.utility.summarise``) in one transaction.
+   its checks and utility (``core.judge.utility.summarise``) in one transaction.
 
 A guarantee the model promises always blocks. Attacks block only for models that claim protection across
 releases (m-invariance and the later models); for the single-release baselines (k-anonymity, l-diversity) they
@@ -23,16 +24,18 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from .core.history import Report
 from .core import models
+from .core.judge.history import Report
+from .core.judge.utility import summarise
 from .core.release import Release, release_rng
 from .core.spec import Spec, validate_snapshot
 from .core.stream import changes
-from .core.utility import summarise
 from .errors import NotPublishable, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
+
 
 def read_snapshot(path: str | Path) -> pd.DataFrame:
     """A snapshot file as a frame: ``.csv`` (header row) or ``.parquet``/``.pq``. SnapshotError naming the file
@@ -56,16 +59,41 @@ def next_release_id(store: ReleaseStore) -> int:
 
 
 def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> pd.DataFrame:
-    """Validate ``df`` and store it as T(release_id); return the stored snapshot (an earlier capture of the same
-    release is returned unchanged). SnapshotError for rows the spec refuses, StoreError for an id out of order."""
+    """Validate ``df`` and store it as T(release_id); return the stored snapshot (``ReleaseStore.stage_snapshot``:
+    a published T(release_id) is kept as it is; an unpublished one is kept when ``df`` has the same rows and is
+    replaced, with everything staged with it, when it has other rows). SnapshotError for rows the spec refuses,
+    StoreError for an id out of order."""
     store.ensure_schema()
     return store.stage_snapshot(release_id, df)
 
 
-def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:
-    """``spec`` restricted to the quasi-identifiers one release publishes (all of them when None), in spec order.
+def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | None = None) -> int | None:
+    """The last published release id when ``df`` holds exactly its rows (``frame_digest`` of the validated
+    snapshot) and the same attributes are asked for (None: every quasi-identifier); None otherwise, and for a
+    store with no release. Publishing it again would add a release that tells nothing new, so callers report
+    "unchanged" instead, which also makes a retry of a release that did publish publish nothing.
+    SnapshotError when the spec refuses ``df``."""
+    asked = tuple(model_spec(store.spec, attributes).quasi_identifiers)  # refuses bad attributes up front
+    ids = store.release_ids()
+    if not ids:
+        return None
+    last = ids[-1]
+    manifest = store.manifest().set_index("release_id")
+    if tuple(manifest.loc[last, "attributes"]) != asked:
+        return None
+    stored = store.snapshot(last)
+    frame = validate_snapshot(df, store.spec)
+    return last if stored is not None and frame_digest(frame) == frame_digest(stored) else None
 
-    SpecError for a name that is not a quasi-identifier of the spec.
+
+def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:
+    """``spec`` restricted to the quasi-identifiers one release publishes (all of them when None or empty), in
+    spec order: the one check of a release's attributes, for the library (``make_candidate``, ``unchanged``, so
+    ``release_next`` and ``run_release`` refuse before anything is staged), the CLI's ``release --attributes``
+    and the request sensor alike.
+
+    SpecError for a name that is not a quasi-identifier of the spec, and for a strict subset when the spec's model
+    republishes every quasi-identifier (``ModelDescriptor.vertical`` False), naming the models that publish one.
     """
     if not attributes:
         return spec
@@ -74,6 +102,13 @@ def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:
         raise SpecError(f"attributes {unknown} are not quasi-identifiers of spec {spec.name!r} "
                             f"(they are {list(spec.quasi_identifiers)})")
     kept = {n: q for n, q in spec.quasi_identifiers.items() if n in set(attributes)}
+    if len(kept) < len(spec.quasi_identifiers) and not models.descriptor(spec.model.name).vertical:
+        vertical = [n for n in models.names() if models.descriptor(n).vertical]
+        raise SpecError(
+            f"attributes {list(kept)}: model {spec.model.name} publishes every quasi-identifier of spec "
+            f"{spec.name!r} ({list(spec.quasi_identifiers)}) in every release; a subset needs a vertical model "
+            f"({vertical}). Ask for every quasi-identifier (no attributes), or change the spec's model"
+        )
     return dataclasses.replace(spec, quasi_identifiers=kept)
 
 
@@ -83,7 +118,7 @@ def prepare(store: ReleaseStore, release_id: int, stage: str) -> dict[str, pd.Da
 
     Reads what the model reads of the past and ``release_rng(spec, i)``, so a re-run is identical.
     """
-    snapshot = _staged(store, release_id)
+    snapshot = staged_snapshot(store, release_id)
     spec = store.bound_spec(snapshot)
     model = models.descriptor(spec.model.name)
     step = next((s for s in model.stages if s.name == stage), None)
@@ -102,10 +137,11 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
     its stages kept for release i (``prepare``), and ``release_rng(spec, i)``, so a re-run is identical.
     ``attributes`` restricts the published quasi-identifiers (a projection request); None publishes all.
     """
-    snapshot = _staged(store, release_id)
+    snapshot = staged_snapshot(store, release_id)
     spec = model_spec(store.bound_spec(snapshot), attributes)
     model = models.descriptor(spec.model.name)
-    prepared = store.staged_state(release_id) if model.stages else {}
+    staged = store.staged_state(release_id) if model.stages else {}
+    prepared = {s.name: staged[s.name] for s in model.stages if s.name in staged}
     missing = [s.name for s in model.stages if s.name not in prepared]
     if missing:
         raise StoreError(f"release {release_id}: stage(s) {missing} of model {model.name} have not run; prepare "
@@ -117,7 +153,8 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
     return release
 
 
-def _staged(store: ReleaseStore, release_id: int) -> pd.DataFrame:
+def staged_snapshot(store: ReleaseStore, release_id: int) -> pd.DataFrame:
+    """The staged T(release_id); StoreError when it was never staged."""
     snapshot = store.snapshot(release_id)
     if snapshot is None:
         raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
@@ -127,23 +164,22 @@ def _staged(store: ReleaseStore, release_id: int) -> pd.DataFrame:
 def judge(store: ReleaseStore, release_id: int) -> list[Report]:
     """The verifiers and attacks over releases 1..i-1 plus the candidate of release i.
 
-    Each report's summary gets ``kind`` ("guarantee" or "attack") and ``blocking`` (a failed guarantee always
-    blocks; a disclosing attack blocks unless the model is a single-release baseline). The candidate sets the
-    attacks computed are kept in the store, so judging release i+1 computes only its own.
+    Each report's summary gets ``kind`` ("guarantee" or "attack") and ``blocking``: a failed guarantee always
+    blocks; a disclosing attack blocks unless the model is a single-release baseline (``across_releases``).
+    The candidate sets the attacks computed, and the judge's memo of release i (``History.memo``), are kept in the
+    store, so judging release i+1 computes only its own.
     """
     history = store.history(candidate=release_id)
     kept = dict(history.candidate_sets)  # read back from the store: only sets computed now are saved
-    attacks_block = models.descriptor(history.spec.model.name).across_releases
+    model = models.descriptor(history.spec.model.name)
     reports = []
-    for kind, found, blocks in (
-        ("guarantee", models.verify_history(history), True),
-        ("attack", models.attack_history(history), attacks_block),
-    ):
+    for kind, found in (("guarantee", models.verify_history(history)), ("attack", models.attack_history(history))):
         for report in found:
             report.summary["kind"] = kind
-            report.summary["blocking"] = blocks
+            report.summary["blocking"] = kind == "guarantee" or model.across_releases
             reports.append(report)
     store.save_candidate_sets({j: css for j, css in history.candidate_sets.items() if kept.get(j) is not css})
+    store.save_judge_memo({key: frame for key, frame in history.memo.items() if key[1] == release_id})
     return reports
 
 
@@ -155,9 +191,10 @@ def blocking_failures(reports: Sequence[Report]) -> list[Report]:
 def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> dict:
     """Publish the staged candidate of ``release_id`` with its checks and utility; return its summary.
 
-    Refuses (NotPublishable naming each failed report and its first violation) when a blocking report failed.
-    The summary: release_id, model, rows, groups, counterfeits, inserts, deletes, updates (against T(i-1)),
-    checks (name -> passed) and utility (``core.utility.summarise``).
+    Refuses (NotPublishable naming each failed report, its violation count and the release and group of its
+    first violation, never an individual) when a blocking report failed. The summary: release_id, model, rows
+    (counterfeits included), groups, counterfeits, inserts, deletes, updates, held_back (``release_changes``),
+    checks (name -> passed) and utility (``core.judge.utility.summarise``).
     """
     failed = blocking_failures(reports)
     if failed:
@@ -181,25 +218,38 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     }
 
 
-def refuse_restaging(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> None:
-    """StoreError when ``release_id`` was staged earlier from rows other than ``df`` and never published: a
-    staged snapshot is never overwritten, and silently publishing the old capture would surprise the caller."""
-    staged = store.snapshot(release_id)
-    if staged is not None and frame_digest(validate_snapshot(df, store.spec)) != frame_digest(staged):
-        raise StoreError(
-            f"{store.path}: release {release_id} was staged earlier from other rows and never published; a staged "
-            f"snapshot is never overwritten. Publish it as it is (its partition in Dagster), or discard it first "
-            f"(privrelease discard --release {release_id}, or ReleaseStore.discard({release_id}))"
-        )
+#: The state frame in which a model lists, by id, the new tuples a release holds back (m-invariance's
+#: ``hold_back``): they are in T(j) but not published with release j.
+HELD_BACK = "held_back"
 
 
 def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
-    """Inserts, deletes and updates of T(release_id) (``snapshot``, read from the store when None) against
-    T(release_id - 1); every row is an insert in the first release."""
-    snapshot = store.snapshot(release_id) if snapshot is None else snapshot
+    """What release ``release_id`` changes in the published history: inserts, deletes and updates of the tuples
+    it publishes against those release ``release_id - 1`` published (T(j) less the tuples held back, state
+    ``HELD_BACK``; every tuple is an insert in the first release), and ``held_back``, how many tuples of T(j) it
+    holds back. A tuple held back is so counted, then an insert when a later release publishes it, never an
+    insert then a delete. ``snapshot`` is T(release_id) (read from the store when None); the tuples held back
+    are known once the candidate is made (before that, none)."""
+    frame = staged_snapshot(store, release_id) if snapshot is None else snapshot
+    ident = store.spec.id
+    held = _held_back(store, release_id)
+    now = frame[~frame[ident].isin(held)]
     if release_id == 1:
-        return {"inserts": len(snapshot), "deletes": 0, "updates": 0}
-    return changes(store.snapshot(release_id - 1), snapshot, store.spec.id)
+        return {"inserts": len(now), "deletes": 0, "updates": 0, "held_back": len(held)}
+    before = staged_snapshot(store, release_id - 1)
+    before = before[~before[ident].isin(_held_back(store, release_id - 1))]
+    return {**changes(before, now, ident), "held_back": len(held)}
+
+
+def _held_back(store: ReleaseStore, release_id: int) -> pd.Series:
+    """The ids release ``release_id`` holds back: from its published state, else from its staged candidate's."""
+    if release_id in store.release_ids():
+        previous = store.previous(release_id + 1, "previous")
+        state = previous.state if previous is not None else {}
+    else:
+        state = store.staged_state(release_id)
+    frame = state.get(HELD_BACK)
+    return frame[store.spec.id] if frame is not None and len(frame) else pd.Series([], dtype=object)
 
 
 def release_next(
@@ -207,26 +257,61 @@ def release_next(
     df: pd.DataFrame,
     attributes: Sequence[str] | None = None,
 ) -> dict:
-    """Stage, make the candidate, judge and publish ``df`` as the next release; return ``publish``'s summary.
+    """Stage, make the candidate, judge and publish ``df`` as the next release; return ``publish``'s summary with
+    ``outcome`` "published".
 
-    When the next release was staged earlier (a run that stopped before publishing) from other rows, refuses
-    (StoreError) rather than silently publishing the old capture: ``ReleaseStore.discard`` drops it.
+    When ``df`` holds the rows of the last published release (``unchanged``), publishes nothing and returns that
+    release's manifest row with ``outcome`` "unchanged". A snapshot staged earlier for the next release and never
+    published (a refusal) is replaced by ``df`` (``stage``): fixing the data is all a refusal asks for.
     """
     with store.session():
+        last = unchanged(store, df, attributes)
+        if last is not None:
+            row = store.manifest().set_index("release_id").loc[last].to_dict()
+            return {"release_id": last, "outcome": "unchanged", **row}
         release_id = next_release_id(store)
-        refuse_restaging(store, release_id, df)
         stage(store, release_id, df)
         for step in models.descriptor(store.spec.model.name).stages:
             prepare(store, release_id, step.name)
         make_candidate(store, release_id, attributes)
         reports = judge(store, release_id)
-        return publish(store, release_id, reports)
+        return {**publish(store, release_id, reports), "outcome": "published"}
+
+
+#: The columns of a violations frame that may leave the ``private`` schema: pointers to a release and a group
+#: (the published tables hold them anyway; ``first``/``last`` and ``before``/``after`` are the releases an attack
+#: spans), the kind of violation, the rule broken, the candidates left (``size``), and Great Expectations'
+#: findings on the candidate table (which has no identifier column). Any other column (an individual's id, the
+#: ids of a class, a candidate set, a value) is dropped by ``public_violations``.
+PUBLIC_COLUMNS = (
+    "release_id", "group_id", "previous_release_id", "previous_group_id", "release_a", "group_a", "release_b",
+    "group_b", "first", "last", "before", "after", "kind", "rule", "size", "expectation", "column", "unexpected",
+    "observed",
+)
+
+
+def public_violations(report: Report) -> pd.DataFrame:
+    """``report``'s violations as they may be shown outside the ``private`` schema: one row per distinct
+    combination of the ``PUBLIC_COLUMNS`` it has (a release, a group, the rule) with ``violations``, how many
+    violation rows (individuals, groups or pairs, as the report counts them) point there; a single ``violations``
+    row when it has none of them; no row for a report without violations. Nothing in it names an individual."""
+    frame = report.violations
+    if frame is None or len(frame) == 0:
+        return pd.DataFrame({"violations": pd.Series([], dtype="int64")})
+    keep = [c for c in PUBLIC_COLUMNS if c in frame.columns]
+    if not keep:
+        return pd.DataFrame({"violations": [len(frame)]})
+    cells = frame[keep].map(lambda v: v if v is None or np.isscalar(v) else str(v))
+    grouped = cells.groupby(keep, dropna=False, sort=True).size().rename("violations").reset_index()
+    return grouped.sort_values("violations", ascending=False, kind="stable", ignore_index=True)
 
 
 def _failure(report: Report) -> str:
-    """``name failed (n violations, first: {...})`` for a NotPublishable message."""
+    """``name failed (n violation(s), first: {release, group, rule})`` for a NotPublishable message: it points at
+    a release and a group, never at an individual (``public_violations``)."""
     violations = report.violations
     if violations is None or len(violations) == 0:
         return f"{report.name} failed"
-    first = {k: (v.item() if hasattr(v, "item") else v) for k, v in violations.iloc[0].items()}
-    return f"{report.name} failed ({len(violations)} violation(s), first: {first})"
+    first = public_violations(report).drop(columns="violations").head(1)
+    where = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.iloc[0].items()} if first.shape[1] else {}
+    return f"{report.name} failed ({len(violations)} violation(s)" + (f", first: {where})" if where else ")")

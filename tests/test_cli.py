@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -130,32 +131,135 @@ def test_refusals_exit_non_zero_with_the_reason(files):
     assert result.exit_code == 0 and "0 release(s)" in result.output  # nothing was published
 
 
-def test_discard_then_release_other_rows(files):
+def test_a_refusal_never_blocks_the_next_release(files):
+    """l=3 on two sensitive values is refused; the corrected rows publish at once, with no discard. A refused
+    release leaves its snapshot staged (``discard`` can still drop it) but never blocks the next one."""
     db = files / "clinic.duckdb"
     strict = dict(SPEC, model={"name": "l_diversity", "l": 3})
     (files / "strict.yaml").write_text(yaml.safe_dump(strict))
     refused = run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "first.csv")
     assert refused.exit_code == 1 and "l=3 is larger than the 2 distinct values" in refused.stderr
-    again = run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "third.csv")
-    assert again.exit_code == 1 and "staged earlier from other rows" in again.stderr
     assert run("discard", "--spec", files / "strict.yaml", "--db", db, "--release", "1").exit_code == 0
+    refused = run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "first.csv")
+    assert refused.exit_code == 1
     result = run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "third.csv")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "release 1 published" in result.output
+    bad = run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "third.csv",
+              "--attributes", "age,height")
+    assert bad.exit_code == 1 and "['height'] are not quasi-identifiers" in bad.stderr
+    worse = THIRD.assign(pid=THIRD["pid"] + 10, disease="flu")  # not 3-diverse: refused as release 2
+    worse.to_csv(files / "worse.csv", index=False)
+    assert run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "worse.csv").exit_code == 1
+    fixed = THIRD.assign(pid=THIRD["pid"] + 10)
+    fixed.to_csv(files / "fixed.csv", index=False)
+    result = run("release", "--spec", files / "strict.yaml", "--db", db, "--snapshot", files / "fixed.csv")
+    assert result.exit_code == 0 and "release 2 published" in result.output, result.output + result.stderr
+
+
+def test_the_same_release_twice_publishes_once(files):
+    """A user who does not know whether a run published runs it again: nothing more is published, exit 0."""
+    db = files / "clinic.duckdb"
+    assert released(files).exit_code == 0
+    again = released(files)
+    assert again.exit_code == 0, again.output + again.stderr
+    assert "unchanged" in again.output and "release 1 stands" in again.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT release_id FROM published.manifest").fetchall() == [(1,)]
+    other = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "second.parquet")
+    assert other.exit_code == 0 and "release 2 published" in other.output, other.output + other.stderr
+
+
+def test_refusals_print_one_message_and_no_stack_trace(files, capfd, monkeypatch):
+    """A bad snapshot, a model that cannot publish and a failed blocking check each print one ``error:`` line:
+    no Dagster log, no stack trace (the run's event log keeps them)."""
+    from dagster_privrelease import pipeline
+    from dagster_privrelease.core.judge.history import Report
+
+    db = files / "clinic.duckdb"
+    bad = FIRST.assign(pid=[1, 2, 1, 4])
+    bad.to_csv(files / "bad.csv", index=False)
+    strict = dict(SPEC, model={"name": "l_diversity", "l": 3})
+    (files / "strict.yaml").write_text(yaml.safe_dump(strict))
+    judge = pipeline.judge
+
+    def broken(store, release_id):  # the guarantee fails: the blocking check stops publication
+        failed = Report("l_diversity", False, pd.DataFrame({"release_id": [1], "group_id": [0]}), {"blocking": True})
+        return [*judge(store, release_id), failed]
+
+    cases = [
+        (files / "clinic.yaml", "bad.csv", "duplicate id(s) [1]", judge),
+        (files / "strict.yaml", "first.csv", "l=3 is larger", judge),
+        (files / "clinic.yaml", "first.csv", "blocking check(s) failed: guarantee: l_diversity: 1 violation(s)",
+         broken),
+    ]
+    for spec, snapshot, reason, judging in cases:
+        monkeypatch.setattr(pipeline, "judge", judging)
+        capfd.readouterr()
+        result = run("release", "--db", db, "--spec", spec, "--snapshot", files / snapshot)
+        out, err = capfd.readouterr()
+        text = "\n".join([result.output, result.stderr, out, err])
+        assert result.exit_code == 1, text
+        assert reason in result.stderr, text
+        assert "Traceback" not in text and "Stack Trace" not in text and "dagster" not in text.lower(), text
+        assert len([line for line in text.splitlines() if line.strip()]) <= 3, text
+    assert run("show", "--db", db).exit_code == 0
+
+
+#: Ids that cannot be mistaken for a count or a group: ``p-00001`` ...
+IDS = re.compile(r"p-\d{5}")
+
+
+def test_no_person_id_leaves_the_private_schema(files, tmp_path):
+    """Two releases of the l-diversity baseline whose attacks disclose (reported, not blocking), published through
+    Dagster: no id of the table appears anywhere in the run's event log (every event, its metadata, its log
+    message, the instance's files), nor in what ``release``, ``verify`` and ``attack`` print."""
+    from dagster_privrelease.orchestration import run_release
+
+    db = files / "strings.duckdb"
+    named = [frame.assign(pid=[f"p-{i:05d}" for i in frame["pid"]]) for frame in (FIRST, SECOND)]
+    for frame, name in zip(named, ("first.csv", "second.csv"), strict=True):
+        frame.to_csv(files / name, index=False)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        runs = [run_release(files / "clinic.yaml", db, frame, instance=instance)["run_id"] for frame in named]
+        logs = [record for run_id in runs for record in instance.all_logs(run_id)]
+        assert any("intersection/violations by group" in str(r.dagster_event) for r in logs)  # it did disclose
+    assert ReleaseStore(db, load_spec(files / "clinic.yaml")).history().snapshots["pid"].str.match(IDS).all()
+    events = "\n".join(dg.serialize_value(r) for r in logs)
+    assert not IDS.findall(events)
+    stored = [p.read_bytes().decode("latin-1") for p in (tmp_path / "dagster").rglob("*") if p.is_file()]
+    assert stored and not any(IDS.search(text) for text in stored)
+    other = files / "other.duckdb"
+    printed = [run("release", "--spec", files / "clinic.yaml", "--db", other, "--snapshot", files / name)
+               for name in ("first.csv", "second.csv")]
+    printed += [run(command, "--spec", files / "clinic.yaml", "--db", other) for command in ("verify", "attack")]
+    assert printed[-1].exit_code == 1  # the attack discloses
+    for result in printed:
+        assert not IDS.findall(result.output + result.stderr), result.output
 
 
 def test_demo_publishes_adult_through_dagster(adult, tmp_path, monkeypatch):
     """The demo runs the example code location: sensor ticks, release runs on a persistent instance the UI can
     open, m-invariance; a smaller stream than the default keeps the test short."""
-    import assets
+    from dagster_privrelease import demo
 
-    monkeypatch.setitem(assets.DEMOS, "adult", assets.Demo("adult", lambda: adult, base=3_000, batch=200,
-                                                           update_fraction=0.01))
+    monkeypatch.setitem(demo.DEMOS, "adult", demo.Demo("adult", lambda: adult, base=3_000, batch=200,
+                                                       update_fraction=0.01))
     stale = tmp_path / "adult" / "releases.duckdb"
     stale.parent.mkdir()
     stale.write_text("an earlier demo")  # the demo starts over
     result = run("demo", "--home", tmp_path, "--releases", "2")
     assert result.exit_code == 0, result.output
     assert "dagster dev -w workspace.yaml" in result.output and str(stale) in result.output
+    for i in (1, 2):  # a line per release, although the output is not a terminal
+        assert f"adult: release {i} of 2 published" in result.output
+    hints = [line for line in result.output.splitlines() if "open the UI" in line or "judge it again" in line]
+    for line in hints:  # commands that work as printed: absolute paths of this environment's executables
+        command = line.split(": ", 1)[1].split(" && ")[-1].split()
+        executable = next(word for word in command if "=" not in word)
+        assert Path(executable).is_absolute() and Path(executable).exists(), line
+    assert len(hints) == 2
     with duckdb.connect(str(stale), read_only=True) as con:
         query = "SELECT release_id, model, rows - counterfeits FROM published.manifest ORDER BY 1"
         rows = con.execute(query).fetchall()
@@ -164,6 +268,11 @@ def test_demo_publishes_adult_through_dagster(adult, tmp_path, monkeypatch):
         runs = instance.get_runs(dg.RunsFilter(job_name="adult_release"))
         assert sorted(r.tags["dagster/partition"] for r in runs) == ["000001", "000002"]
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        # the sensor's ticks, where the UI reads them (the location of workspace.yaml, the sensor's name)
+        selector = demo.sensor_selector("adult_source_changed").get_id()
+        ticks = instance.get_ticks(selector, selector)
+        assert len(ticks) == 2 and all(t.status.value == "SUCCESS" for t in ticks)
+        assert sorted(run_id for t in ticks for run_id in t.run_ids) == sorted(r.run_id for r in runs)
 
 
 @pytest.mark.slow
@@ -187,5 +296,5 @@ def test_census_kdd_stream_of_twenty_releases_through_the_cli(census_kdd, tmp_pa
     assert run("attack", "--spec", spec_path, "--db", db).exit_code == 0
     history = ReleaseStore(db, spec).history()
     assert history.release_ids == list(range(1, 21))
-    (fresh,) = attack_history(dataclasses.replace(history, candidate_sets={}), ["intersection"])
+    (fresh,) = attack_history(dataclasses.replace(history, candidate_sets={}, memo={}), ["intersection"])
     assert fresh.ok and fresh.summary["attacked"] > 20_000 and fresh.summary["min_candidates"] >= 4

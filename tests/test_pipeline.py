@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from dagster_privrelease import pipeline
+from dagster_privrelease.core import models
+from dagster_privrelease.core.judge.history import Report
 from dagster_privrelease.core.models import attack_history
-from dagster_privrelease.core.history import Report
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
 from dagster_privrelease.storage import ReleaseStore
@@ -105,12 +106,61 @@ def test_a_failed_blocking_report_refuses_publication(store):
     assert store.release_ids() == [1]
 
 
-def test_restaging_other_rows_is_refused_until_discarded(store):
-    pipeline.stage(store, 1, table(range(60)))
-    with pytest.raises(StoreError, match="release 1 was staged earlier from other rows.*discard"):
-        pipeline.release_next(store, table(range(100, 160)))
-    store.discard(1)
-    assert pipeline.release_next(store, table(range(100, 160)))["inserts"] == 60
+def flu_dominated(ids) -> pd.DataFrame:
+    """Rows no l=4 model can publish: flu in all but four of them."""
+    rows = table(ids)
+    rows["disease"] = np.where(rows["pid"] < ids[-1] - 3, "flu", rows["disease"])
+    return rows
+
+
+def test_a_refused_release_never_blocks_the_next(tmp_path):
+    """The model refuses T(1); the corrected rows publish as release 1 with no discard, even with other column
+    types (nothing was published, so the refused capture's types bind nothing)."""
+    store = ReleaseStore(tmp_path / "few.duckdb", parse_spec(spec_of({"name": "l_diversity", "l": 4})))
+    refused = flu_dominated(range(60)).assign(visits=lambda d: d["visits"].astype(str) + " visits")
+    with pytest.raises(NotPublishable, match="l=4"):
+        pipeline.release_next(store, refused)
+    assert store.snapshot(1) is not None and store.release_ids() == []  # staged, not published
+    summary = pipeline.release_next(store, table(range(100, 180)))
+    assert (summary["outcome"], summary["release_id"], summary["inserts"]) == ("published", 1, 80)
+    assert sorted(store.snapshot(1)["pid"]) == list(range(100, 180))
+    with pytest.raises(NotPublishable):  # a refused second release: the next corrected one is release 2
+        pipeline.release_next(store, flu_dominated(range(100, 180)))
+    assert pipeline.release_next(store, table(range(110, 190)))["release_id"] == 2
+    assert store.release_ids() == [1, 2]
+
+
+def test_restaging_replaces_only_what_is_unpublished(store):
+    """New rows replace an unpublished T(2) and drop its candidate and kept candidate sets in the same
+    transaction; the same rows keep them (a retry goes on); a published T(1) is never replaced."""
+    first = table(range(60))
+    pipeline.release_next(store, first)
+    pipeline.stage(store, 2, table(range(10, 75)))
+    pipeline.make_candidate(store, 2)
+    pipeline.judge(store, 2)
+    pipeline.stage(store, 2, table(range(10, 75)).iloc[::-1])  # same rows, other order: kept as staged
+    assert sorted(store.history(candidate=2).candidate_sets) == [1, 2]
+    pipeline.stage(store, 2, table(range(20, 90)))
+    with pytest.raises(StoreError, match="no candidate staged"):
+        store.candidate(2)
+    assert sorted(store.history().candidate_sets) == [1]
+    assert sorted(store.snapshot(2)["pid"]) == list(range(20, 90))
+    pd.testing.assert_frame_equal(pipeline.stage(store, 1, table(range(200, 260))), store.snapshot(1))
+    assert sorted(store.snapshot(1)["pid"]) == list(range(60))
+
+
+def test_an_unchanged_snapshot_publishes_nothing(store):
+    """The same rows twice (a retry after a run that did publish): one release; the second call says which
+    release stands. Other attributes, or other rows, are a new release."""
+    first = pipeline.release_next(store, table(range(60)))
+    again = pipeline.release_next(store, table(range(60)).sample(frac=1, random_state=1))
+    assert first["outcome"] == "published" and (again["outcome"], again["release_id"]) == ("unchanged", 1)
+    assert again["rows"] == first["rows"] and store.release_ids() == [1]
+    assert pipeline.unchanged(store, table(range(60)), ["age", "sex", "region"]) == 1
+    with pytest.raises(SpecError, match="publishes every quasi-identifier"):  # l_diversity: no subset (#11 item 6)
+        pipeline.unchanged(store, table(range(60)), ["age", "sex"])
+    assert pipeline.unchanged(store, table(range(61))) is None
+    assert pipeline.release_next(store, table(range(61)))["release_id"] == 2
 
 
 def test_unknown_attribute_is_refused(store):
@@ -119,9 +169,13 @@ def test_unknown_attribute_is_refused(store):
         pipeline.make_candidate(store, 1, ["age", "height"])
 
 
-def test_attribute_subset_publishes_a_projection(store):
-    pipeline.stage(store, 1, table(range(60)))
-    release = pipeline.make_candidate(store, 1, ["age", "region"])
+def test_attribute_subset_publishes_a_projection(tmp_path):
+    """A vertical model (here l-diversity registered as one) publishes the subset a release asks for."""
+    projecting = dataclasses.replace(models.descriptor("l_diversity"), name="l_diversity_projection", vertical=True)
+    with models.registered(projecting):
+        store = ReleaseStore(tmp_path / "p.duckdb", parse_spec(spec_of({"name": "l_diversity_projection", "l": 2})))
+        pipeline.stage(store, 1, table(range(60)))
+        release = pipeline.make_candidate(store, 1, ["age", "region"])
     assert release.attributes == ("age", "region")
     assert "sex" not in release.table.columns and "sex__lo" not in release.table.columns
 
@@ -179,7 +233,7 @@ def test_unreadable_file_is_refused(tmp_path, store):
         pipeline.read_snapshot(tmp_path / "rows.xlsx")
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    with pytest.raises(SnapshotError, match="empty.csv: cannot read the snapshot as CSV"):
+    with pytest.raises(SnapshotError, match=r"empty\.csv: cannot read the snapshot as CSV"):
         pipeline.read_snapshot(empty)
     assert_nothing_published(store)
 
@@ -208,12 +262,14 @@ def test_kept_candidate_sets_equal_a_fresh_computation(store):
     for ids in (range(60), range(10, 75), range(20, 90)):
         pipeline.release_next(store, table(ids))
     kept = store.history()
-    assert sorted(kept.candidate_sets) == [1, 2, 3]
-    fresh = dataclasses.replace(kept, candidate_sets={})
-    for a, b in zip(attack_history(kept, ["intersection"]), attack_history(fresh, ["intersection"]), strict=True):
+    assert sorted(kept.candidate_sets) == [2, 3]  # earlier releases are read through the judge's memo
+    assert ("intersection", 2) in kept.memo
+    fresh = dataclasses.replace(kept, candidate_sets={}, memo={})
+    for a, b in zip(attack_history(kept, ["intersection", "critical", "equivalence"]),
+                    attack_history(fresh, ["intersection", "critical", "equivalence"]), strict=True):
         assert a.summary == b.summary
         pd.testing.assert_frame_equal(a.violations, b.violations)
-    for j in (1, 2, 3):
+    for j in (2, 3):
         np.testing.assert_array_equal(kept.candidate_sets[j], fresh.candidate_sets[j])
 
 
@@ -223,7 +279,21 @@ def test_restaging_a_candidate_drops_its_kept_candidate_sets(store):
     pipeline.make_candidate(store, 2)
     pipeline.judge(store, 2)
     assert sorted(store.history(candidate=2).candidate_sets) == [1, 2]
-    pipeline.make_candidate(store, 2, ["age", "sex"])
+    pipeline.make_candidate(store, 2)
     assert sorted(store.history(candidate=2).candidate_sets) == [1]
     store.discard(2)
     assert sorted(store.history().candidate_sets) == [1]
+
+
+def test_held_back_tuples_are_reported_as_held_back(tmp_path):
+    """m-invariance with ``hold_back``: ten new tuples that are not m-eligible (all flu) are held back by release
+    2 and published by release 3: "held back 10" then "inserts 20", never "inserts 10" then "deletes 10"."""
+    store = ReleaseStore(tmp_path / "m.duckdb", parse_spec(spec_of({"name": "m_invariance", "m": 2, "hold_back": True})))
+    pipeline.release_next(store, table(range(60)))
+    second = pd.concat([table(range(60)), table(range(1000, 1010)).assign(disease="flu")], ignore_index=True)
+    held = pipeline.release_next(store, second)
+    assert (held["inserts"], held["deletes"], held["held_back"], held["rows"]) == (0, 0, 10, 60)
+    third = pd.concat([second, table(range(2000, 2010)).assign(disease="hiv")], ignore_index=True)
+    published = pipeline.release_next(store, third)
+    assert (published["inserts"], published["deletes"], published["held_back"]) == (20, 0, 0)
+    assert pipeline.release_changes(store, 2)["held_back"] == 10  # read back from the published state

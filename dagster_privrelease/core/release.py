@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .encoding import dense_unique, encode
 from .hierarchy import Taxonomy, interval_labels, widen
 from .spec import Spec
 
@@ -71,28 +72,6 @@ class PreviousRelease:
     earlier: pd.DataFrame | None = None
 
 
-def encode(snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
-    """The quasi-identifiers of a validated snapshot as an (n, d) float64 matrix, categoricals as leaf ranks.
-
-    Requires a bound spec (every categorical has a taxonomy).
-    """
-    names = attributes or tuple(spec.quasi_identifiers)
-    out = np.empty((len(snapshot), len(names)), dtype=np.float64)
-    for j, name in enumerate(names):
-        qi = spec.quasi_identifiers[name]
-        if qi.numeric:
-            out[:, j] = snapshot[name].to_numpy(dtype=np.float64)
-        else:
-            ranks = pd.Index(qi.taxonomy.leaves).get_indexer(snapshot[name].astype(str))
-            out[:, j] = ranks
-    return out
-
-
-def sensitive_codes(snapshot: pd.DataFrame, spec: Spec) -> np.ndarray:
-    """The sensitive column as int codes into ``spec.sensitive_values`` (bound spec)."""
-    return pd.Index(spec.sensitive_values).get_indexer(snapshot[spec.sensitive].astype(str))
-
-
 def group_boxes(
     X: np.ndarray, groups: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None = None,
     categorical: str = "node",
@@ -102,7 +81,7 @@ def group_boxes(
     Numeric: ``[min, max]`` widened to ``min_width`` (§4.1 of Xiao-Tao). Categorical, ``categorical="node"``:
     the closure (smallest taxonomy node) of the group's leaves; ``"interval"``: the minimum interval of their
     leaf ranks in the taxonomy's left-to-right leaf order (Xiao-Tao footnote 1), labelled by the node when the
-    interval is exactly one (``leaf_interval_labels``). ``X`` is ``encode(...)``'s matrix; ``groups`` the group
+    interval is exactly one (``leaf_interval_labels``). ``X`` is ``encoding.encode``'s matrix; ``groups`` the group
     id per row.
     """
     names = attributes or tuple(spec.quasi_identifiers)
@@ -124,19 +103,6 @@ def group_boxes(
         boxes[f"{name}__lo"] = lo
         boxes[f"{name}__hi"] = hi
     return pd.DataFrame(boxes, index=mins.index.rename("group_id"))
-
-
-def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(ids, return_inverse=True)`` for integer ids, in O(n) by counting when they span a range not much
-    wider than their number (group ids 1..g), else by sorting."""
-    ids = np.asarray(ids, dtype=np.int64)
-    if len(ids) == 0 or int(ids.max()) - int(ids.min()) > 4 * len(ids):
-        uniques, inverse = np.unique(ids, return_inverse=True)
-        return uniques, inverse.reshape(-1)
-    low = int(ids.min())
-    present = np.bincount(ids - low) > 0
-    rank = np.cumsum(present) - 1
-    return np.flatnonzero(present) + low, rank[ids - low]
 
 
 def leaf_interval_labels(taxonomy: Taxonomy, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -164,7 +130,7 @@ def build_release(
     ``groups``: group id per snapshot row. ``counterfeits``: optional rows ``(group_id, <sensitive>)``, one per
     counterfeit tuple; they take their group's box, which is computed from the genuine tuples only (a counterfeit
     has no QI values). ``categorical``: how categorical values are generalised (``group_boxes``). ``X``: the
-    snapshot's ``encode`` matrix when the caller has it. Rows are shuffled with ``rng`` so that position reveals
+    snapshot's ``encoding.encode`` matrix when the caller has it. Rows are shuffled with ``rng`` so that position reveals
     nothing.
     """
     names = attributes or tuple(spec.quasi_identifiers)

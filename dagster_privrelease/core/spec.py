@@ -36,11 +36,14 @@ class QuasiIdentifier:
 
     @property
     def numeric(self) -> bool:
+        """Whether the attribute is numeric (generalised to intervals) rather than categorical."""
         return self.type == "numeric"
 
 
 @dataclass(frozen=True)
 class Model:
+    """The spec's model: a registered model's name and its validated parameters (defaults filled in)."""
+
     name: str
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -65,13 +68,7 @@ class Spec:
         """Every column a snapshot must have: id, quasi-identifiers, non-identifiers, sensitive."""
         return [self.id, *self.quasi_identifiers, *self.non_identifiers, self.sensitive]
 
-    @property
-    def bound(self) -> bool:
-        return self.sensitive_values is not None and all(
-            q.numeric or q.taxonomy is not None for q in self.quasi_identifiers.values()
-        )
-
-    def bind(self, snapshot: pd.DataFrame) -> Spec:
+    def bind(self, snapshot: pd.DataFrame) -> BoundSpec:
         """This spec with the flat taxonomies and the sensitive domain extended by ``snapshot``'s values.
 
         Written taxonomies and a written sensitive domain are kept as they are (``validate_snapshot`` refuses
@@ -79,19 +76,37 @@ class Spec:
         """
         qis = {}
         for name, qi in self.quasi_identifiers.items():
+            qis[name] = qi
             if not qi.numeric and not qi.written:
                 values = snapshot[name].astype(str).unique()
                 tax = Taxonomy.flat(values) if qi.taxonomy is None else qi.taxonomy.extended(values)
-                qi = dataclasses.replace(qi, taxonomy=tax)
-            qis[name] = qi
+                qis[name] = dataclasses.replace(qi, taxonomy=tax)
         sensitive = self.sensitive_values
         if not self.sensitive_written:
             known = list(sensitive or ())
             new = sorted(set(snapshot[self.sensitive].astype(str).unique()) - set(known))
             sensitive = tuple(known + new)
-        spec = dataclasses.replace(self, quasi_identifiers=qis, sensitive_values=sensitive)
+        taxonomies = {name: qi.taxonomy for name, qi in qis.items() if qi.taxonomy is not None}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Spec)}
+        spec = BoundSpec(**{**fields, "quasi_identifiers": qis, "sensitive_values": tuple(sensitive or ())},
+                         taxonomies=taxonomies)
         check_diversity_param(spec)
         return spec
+
+
+@dataclass(frozen=True)
+class BoundSpec(Spec):
+    """A spec bound to the data (``Spec.bind``): every categorical quasi-identifier has its taxonomy
+    (``taxonomy(name)``) and the sensitive domain is known, so neither is optional. The models, the judge and the
+    utility metrics take this type; ``dataclasses.replace`` keeps it (e.g. a spec restricted to the attributes of
+    one release)."""
+
+    sensitive_values: tuple[str, ...] = ()
+    taxonomies: Mapping[str, Taxonomy] = field(default_factory=dict)
+
+    def taxonomy(self, name: str) -> Taxonomy:
+        """The taxonomy of the categorical quasi-identifier ``name`` (KeyError for a numeric one)."""
+        return self.taxonomies[name]
 
 
 def check_diversity_param(spec: Spec) -> None:
@@ -175,7 +190,7 @@ def _sensitive(raw: Any) -> tuple[str, tuple[str, ...] | None]:
         if values is not None and (not isinstance(values, list) or not values):
             raise SpecError("sensitive.values: expected a non-empty list of the sensitive domain")
         text = None if values is None else tuple(str(v) for v in values)
-        repeated = sorted({v for v in text or () if text.count(v) > 1})
+        repeated = sorted({v for v in text if text.count(v) > 1}) if text else []
         if repeated:
             raise SpecError(f"sensitive.values: value(s) {repeated} listed more than once")
         return _string(raw["name"], "sensitive.name"), text
@@ -235,9 +250,10 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Check ``snapshot`` against ``spec`` and return it normalised, with exactly ``spec.columns``.
 
     Refuses (SnapshotError naming column and row id): an empty table, a missing column, a duplicate id, a null
-    in the id, a QI or the sensitive column, a non-numeric value in a numeric QI, a value outside a written
-    taxonomy or a written sensitive domain. Vectorised: one pass per column.
-    """
+    in the id, a QI or the sensitive column (NaN is a null), a non-numeric value (the text "nan" included) or
+    ±inf in a numeric QI, a value outside a written taxonomy or a written sensitive domain. Vectorised: one
+    pass per column. Whether a column's type changed since the first release is the store's check
+    (``column_kind``, ``storage.schema``)."""
     if len(snapshot) == 0:
         raise SnapshotError("snapshot is empty: a release needs at least one row")
     missing = [c for c in spec.columns if c not in snapshot.columns]
@@ -263,10 +279,19 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
                     f"column {name!r}: non-numeric value {_plain(col.iloc[row])!r} in row with "
                     f"{spec.id}={_plain(ids.iloc[row])!r}; {name} is a numeric quasi-identifier"
                 )
-            out[name] = num.astype(np.float64)
+            num = num.astype(np.float64)
+            infinite = ~np.isfinite(num.to_numpy())
+            if infinite.any():
+                row = infinite.nonzero()[0][0]
+                raise SnapshotError(
+                    f"column {name!r}: non-finite value {_plain(num.iloc[row])!r} in row with {spec.id}="
+                    f"{_plain(ids.iloc[row])!r}; a numeric quasi-identifier is generalised to intervals, which "
+                    f"need finite numbers: set a finite {name} in that row or drop the row"
+                )
+            out[name] = num
         else:
             text = col.astype(str)
-            if qi.written:
+            if qi.written and qi.taxonomy is not None:  # written: always has its taxonomy
                 _in_domain(text, qi.taxonomy.leaves, name, ids, "its taxonomy")
             out[name] = text
     for name in spec.non_identifiers:
@@ -278,6 +303,26 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
         _in_domain(sens, spec.sensitive_values, spec.sensitive, ids, "the sensitive domain")
     out[spec.sensitive] = sens
     return pd.DataFrame(out)
+
+
+#: ``pandas.api.types.infer_dtype``'s names, as the kinds ``column_kind`` records; any other is "mixed".
+_KINDS = {
+    "string": "text", "unicode": "text", "bytes": "text", "integer": "integer", "floating": "float",
+    "mixed-integer-float": "float", "decimal": "float", "boolean": "boolean", "datetime64": "datetime",
+    "datetime": "datetime", "date": "datetime",
+}
+
+
+def column_kind(values: pd.Series) -> str:
+    """The kind of value a snapshot column holds as read, before ``validate_snapshot`` normalises it (a numeric
+    quasi-identifier to float, a categorical or the sensitive column to text): "text", "integer", "float",
+    "boolean", "datetime", or "mixed" (an object column of several kinds). A pandas categorical counts as the
+    kind of its categories. Nulls are ignored. The store records it on the first release and refuses a change
+    (``storage.schema``): a categorical ``sex`` that arrives as integers 0/1 would otherwise be published as new
+    leaves beside F and M. O(rows) for an object column, O(1) otherwise."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        values = pd.Series(values.cat.categories)
+    return _KINDS.get(pd.api.types.infer_dtype(values, skipna=True), "mixed")
 
 
 def _plain(value: Any) -> Any:

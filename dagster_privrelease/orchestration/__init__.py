@@ -1,11 +1,19 @@
 """The Dagster layer: wires the core and the release store into assets, checks, sensors and a release job.
 
 All algorithms stay in ``core``; all SQL of the release store in ``storage``. Entry points:
-``release_definitions`` (one protected table's definitions) and ``run_release`` (one release, in-process).
+``release_definitions`` (one protected table's definitions, from a spec, a store path and a ``Source``) and
+``run_release`` (one release, in-process). Modules: ``definitions`` (those two), ``assets`` (one factory per
+asset), ``checks``, ``expectations``, ``sensors``, ``sources`` (the ``Source`` protocol and its kinds),
+``partitions`` (keys and the partition a step works on), ``translator`` (asset keys, group, pool), ``resources``
+and ``report`` (UI metadata).
 """
 
-from .factory import release_definitions, run_release
+from .definitions import release_definitions, run_release
 from .resources import ReleaseStoreResource
-from .source import DuckDBSource, FrameSource
+from .sources import DuckDBChangeLogSource, DuckDBTableSource, Fingerprint, FrameSource, Source
+from .translator import ReleaseTranslator
 
-__all__ = ["DuckDBSource", "FrameSource", "ReleaseStoreResource", "release_definitions", "run_release"]
+__all__ = [
+    "DuckDBChangeLogSource", "DuckDBTableSource", "Fingerprint", "FrameSource", "ReleaseStoreResource",
+    "ReleaseTranslator", "Source", "release_definitions", "run_release",
+]

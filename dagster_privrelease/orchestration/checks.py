@@ -17,27 +17,29 @@ import dagster as dg
 from dagster import AssetCheckExecutionContext
 
 from .. import pipeline
-from ..core.history import Report
+from ..core.judge.history import Report
 from .expectations import validate_release
+from .partitions import Partition, refusals
 from .report import report_metadata
-from .source import release_number
+from .translator import ReleaseTable
 
 #: The blocking checks of a candidate.
 CHECKS = ("guarantee", "attacks", "expectations")
 
 
-def candidate_checks(table: str, partitions, keys, candidate: dg.AssetKey) -> list[dg.AssetChecksDefinition]:
-    """The three blocking checks of ``<table>/release_candidate``, partitioned like it.
+def candidate_checks(table: ReleaseTable, candidate: dg.AssetKey) -> list[dg.AssetChecksDefinition]:
+    """The three blocking checks of ``table``'s release candidate (key ``candidate``), partitioned like it.
 
     Partitioned checks are a preview feature of the pinned Dagster; they are what lets each check read only its
     own release, so its PreviewWarning is silenced here, where it is known and accepted, and nowhere else.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
-        return _candidate_checks(table, partitions, keys, candidate)
+        return _candidate_checks(table, candidate)
 
 
-def _candidate_checks(table: str, partitions, keys, candidate: dg.AssetKey) -> list[dg.AssetChecksDefinition]:
+def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey) -> list[dg.AssetChecksDefinition]:
+    partitions = table.partitions
     specs = [
         dg.AssetCheckSpec(
             "guarantee", asset=candidate, blocking=True, partitions_def=partitions,
@@ -50,11 +52,12 @@ def _candidate_checks(table: str, partitions, keys, candidate: dg.AssetKey) -> l
     ]
 
     @dg.multi_asset_check(
-        specs=specs, name=f"{table}_judge", required_resource_keys={keys.store}, pool=keys.pool
+        specs=specs, name=f"{table.name}_judge", required_resource_keys={table.store}, pool=table.pool
     )
     def judge_candidate(context: AssetCheckExecutionContext):
-        store = getattr(context.resources, keys.store).store()
-        reports = pipeline.judge(store, _release_id(context, partitions))
+        with refusals(context, table):
+            part = Partition.of(context, table)
+            reports = pipeline.judge(part.store, part.release_id)
         guarantees = [r for r in reports if r.summary.get("kind") != "attack"]
         attacks = [r for r in reports if r.summary.get("kind") == "attack"]
         yield result("guarantee", candidate, guarantees)
@@ -65,35 +68,36 @@ def _candidate_checks(table: str, partitions, keys, candidate: dg.AssetKey) -> l
         name="expectations",
         blocking=True,
         partitions_def=partitions,
-        required_resource_keys={keys.store},
-        pool=keys.pool,
+        required_resource_keys={table.store},
+        pool=table.pool,
         description="Great Expectations: no identifier column, ordered bounds inside the domain, sensitive "
         "values in the domain.",
     )
     def expectations(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        store = getattr(context.resources, keys.store).store()
-        release_id = _release_id(context, partitions)
-        candidate_release = store.candidate(release_id)
-        snapshot = store.snapshot(release_id)
-        spec = store.bound_spec(snapshot)
+        with refusals(context, table):
+            part = Partition.of(context, table)
+            candidate_release = part.store.candidate(part.release_id)
+            snapshot = part.store.snapshot(part.release_id)
+            spec = part.store.bound_spec(snapshot)
         outcome = validate_release(candidate_release.table, spec, snapshot, candidate_release.attributes)
         return result("expectations", candidate, [outcome])
 
     return [judge_candidate, expectations]
 
 
-def _release_id(context: AssetCheckExecutionContext, partitions) -> int:
-    return release_number(context.instance.get_dynamic_partitions(partitions.name), context.partition_key)
-
-
 def result(name: str, asset: dg.AssetKey, reports: list[Report]) -> dg.AssetCheckResult:
     """One check result over ``reports``: ERROR when a blocking report broke (``pipeline.blocking_failures``),
-    WARN when only reports that do not block (attacks on a single-release baseline) broke."""
+    WARN when only reports that do not block (attacks on a single-release baseline) broke. Metadata per report:
+    ``<name>/ok`` (1 or 0) and its summary and violations (``report.report_metadata``: counts, and where, by
+    release and group, never an individual), or ``<name>/skipped`` with the reason an attack did not run."""
     broken = [r for r in reports if not r.ok]
     blocked = pipeline.blocking_failures(reports)
     severity = dg.AssetCheckSeverity.ERROR if blocked else dg.AssetCheckSeverity.WARN
     metadata: dict = {"broken": ", ".join(r.name for r in broken) or "none"}
     for r in reports:
+        if r.summary.get("skipped"):  # not a pass: the attack did not run, and why
+            metadata[f"{r.name}/skipped"] = str(r.summary["skipped"])
+            continue
         metadata.update({f"{r.name}/{k}": v for k, v in report_metadata(r).items()})
         metadata[f"{r.name}/ok"] = int(bool(r.ok))
     return dg.AssetCheckResult(

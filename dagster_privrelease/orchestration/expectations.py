@@ -4,21 +4,26 @@ GE checks what a pandas batch can express (DESIGN.md, "Dagster"): the published 
 DuckDB contract (so no identifier column leaks), every generalised bound is ordered (``A__lo <= A__hi``) and
 inside its attribute's domain, and every sensitive value is in the sensitive domain. The guarantees across
 releases are the core verifiers' job. ``dagster-ge`` needs great-expectations < 1, so GE is called directly with
-an ephemeral context (no files written; about 0.1 s a validation). GE is imported on first use: it takes seconds
-to import, and loading the code location must stay fast.
+an ephemeral context (no files written). GE is imported on first use and its context made once per process
+(``_candidates``): importing it costs about 3 s of CPU, the first validation of a process 0.7 s, each later one
+0.3 s on 2,000 rows (30 expectations); loading the code location, or a CLI command that validates nothing,
+never pays for it.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..core.history import Report
+from ..core.judge.history import Report
 from ..core.spec import Spec
 
 if TYPE_CHECKING:
     import great_expectations as gx
+    from great_expectations.core.batch_definition import BatchDefinition
 
 NAME = "great_expectations"
 
@@ -32,7 +37,8 @@ def published_columns(spec: Spec, attributes: tuple[str, ...]) -> list[str]:
 
 
 def release_suite(spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> gx.ExpectationSuite:
-    """The expectations a release of ``snapshot`` under the bound ``spec`` must meet.
+    """The expectations a release of ``snapshot`` under the bound ``spec`` must meet (GE needs an active
+    context to build a suite: ``validate_release`` makes it first).
 
     Domain of a numeric attribute: ``[min, max]`` of the snapshot for ``A__lo`` and ``[min, max + min_width]``
     for ``A__hi`` (intervals widen upward, Xiao-Tao §4.1); of a categorical one: leaf ranks ``0 .. leaves-1``.
@@ -61,27 +67,43 @@ def release_suite(spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...
     return suite
 
 
-def validate_release(table: pd.DataFrame, spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Report:
-    """Validate a release table against ``release_suite``; one violation row per failed expectation."""
+#: One validation at a time through the process's one context (GE's context is not documented as thread-safe).
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _candidates() -> BatchDefinition:
+    """The process's one ephemeral GE context (no progress bars), as the batch definition of a whole pandas
+    frame: made on first use (GE's import, ~3 s of CPU) and reused by every later validation."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch = (
+    return (
         context.data_sources.add_pandas("release")
-        .add_dataframe_asset(spec.name)
+        .add_dataframe_asset("release_candidate")
         .add_batch_definition_whole_dataframe("candidate")
-        .get_batch(batch_parameters={"dataframe": table})
     )
-    result = batch.validate(release_suite(spec, snapshot, attributes))
+
+
+def validate_release(table: pd.DataFrame, spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Report:
+    """Validate a release table against ``release_suite``; one violation row per failed expectation. Cost: GE's
+    import and context once per process (``_candidates``), then one pass of GE's metrics over ``table`` per
+    expectation (about 0.3 s on 2,000 rows)."""
+    with _LOCK:
+        candidates = _candidates()  # first: GE builds a suite only once a context is active
+        suite = release_suite(spec, snapshot, attributes)
+        result = candidates.get_batch(batch_parameters={"dataframe": table}).validate(suite)
     failed = [r for r in result.results if not r.success]
+    # a result of ``validate`` always carries the expectation it checked
+    checked = [(r.expectation_config, r.result) for r in failed if r.expectation_config is not None]
     violations = pd.DataFrame(
         {
-            "expectation": [r.expectation_config.type for r in failed],
-            "column": [_columns(r.expectation_config.kwargs) for r in failed],
-            "unexpected": [int(r.result.get("unexpected_count", 0) or 0) for r in failed],
-            "observed": [_observed(r.result) for r in failed],
+            "expectation": [config.type for config, _ in checked],
+            "column": [_columns(config.kwargs) for config, _ in checked],
+            "unexpected": [int(outcome.get("unexpected_count", 0) or 0) for _, outcome in checked],
+            "observed": [_observed(outcome) for _, outcome in checked],
         }
     )
     summary = {"expectations": len(result.results), "failed": len(failed)}

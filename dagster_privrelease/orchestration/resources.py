@@ -7,11 +7,14 @@ silently corrupt a partition (DESIGN.md, "Dagster").
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 from pydantic import Field
 
 from ..core.spec import Spec, load_spec
-from ..storage import ReleaseStore
+from ..storage import ReleaseStore, open_duckdb
+from ..storage.connection import table_exists
 
 
 class ReleaseStoreResource(dg.ConfigurableResource):
@@ -26,6 +29,21 @@ class ReleaseStoreResource(dg.ConfigurableResource):
     def loaded_spec(self) -> Spec:
         """The spec as written (unbound; the store binds it to the snapshots)."""
         return load_spec(self.spec)
+
+    def published_ids(self) -> list[int]:
+        """The published release ids, read from ``published.manifest`` read-only and briefly (a sensor must not
+        create the store or hold it); none while the file or its manifest does not exist. StoreError when the
+        file stays locked by a writer (``storage.open_duckdb``'s retries)."""
+        path = Path(self.database)
+        if not path.exists():
+            return []
+        con = open_duckdb(path, read_only=True, what="release store")
+        try:
+            if not table_exists(con, "published", "manifest"):
+                return []
+            return [int(r) for (r,) in con.execute("SELECT release_id FROM published.manifest ORDER BY 1").fetchall()]
+        finally:
+            con.close()
 
     def store(self) -> ReleaseStore:
         """A store on ``database`` (it creates its schema on first use)."""

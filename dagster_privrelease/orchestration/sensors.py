@@ -1,10 +1,16 @@
 """Sensors that turn changes and requests into releases: each adds a dynamic partition and requests a run.
 
-- ``<table>_source_changed`` fingerprints the source (row count and a hash of every row's id and values,
-  computed by DuckDB; for a change log, its highest position) and, when the fingerprint moved since the last
+- ``<table>_source_changed`` fingerprints the source (``Source.fingerprint``: for a table, its row count and a
+  hash of every row's id and values, computed by DuckDB; for a change log, its highest position) and, when the fingerprint moved since the last
   tick (rows inserted, deleted or updated), adds the next partition key and requests a release run. The cursor
   is the last fingerprint. On its very first tick it requests the first release when there is none yet, and
   otherwise only records the fingerprint.
+- Refusals never block (``next_release``): while the last partition's release is unpublished (its run was
+  refused: a bad snapshot, a model that cannot publish, a failed blocking check), a change of the source
+  re-requests that same partition, under a new run key, rather than opening one after it; its snapshot is
+  re-captured from the fixed source. A change log's unpublished partition whose position is not the log's
+  current one is deleted and the current position added, so the release is rebuilt from the fixed log. While a
+  run of that partition is queued or running, the tick waits (its cursor does not move).
 - ``<table>_release_requests`` reads a drop folder of YAML files, one release request each
   (``attributes: [age, sex]``; omitted: every quasi-identifier). The vertical models (sequential ℓ-diversity,
   (X,Y)-privacy) publish a different attribute subset per release; the other models publish every
@@ -15,40 +21,91 @@
 
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 import yaml
 from dagster import SensorEvaluationContext
 
-from ..core import models
 from ..core.spec import Spec
-from ..errors import StoreError
+from ..errors import SpecError, StoreError
+from ..pipeline import model_spec
+from .sources import Fingerprint
+from .translator import ReleaseTable
 
 TAG = "privrelease/table"
 ATTRIBUTES_TAG = "privrelease/attributes"
 
 
-def source_sensor(table: str, partitions: dg.DynamicPartitionsDefinition, keys, job) -> dg.SensorDefinition:
-    """The sensor that releases ``table`` when its source changed."""
+#: Run statuses of a run that may still publish its release.
+ACTIVE = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a tick requests no run: ``waits`` when the same change must be looked at again on a later tick (the
+    cursor does not move), else the change needs no release."""
+
+    reason: str
+    waits: bool
+
+    def result(self, cursor: str) -> dg.SkipReason | dg.SensorResult:
+        """The tick's result: a skip that keeps the cursor when it waits, one that moves it to ``cursor`` else."""
+        return dg.SkipReason(self.reason) if self.waits else dg.SensorResult(cursor=cursor, skip_reason=self.reason)
+
+
+def next_release(
+    release: ReleaseTable, context: SensorEvaluationContext, source, fingerprint: Fingerprint
+) -> tuple[str, list[str]] | Hold:
+    """Where the next release run goes: ``(key, stale)``, the partition key to run (the source's ``next_key``
+    after the published releases' keys: a new key, or the key of the last release when it is unpublished) and
+    the unpublished keys to delete (a change log's refused position); or a ``Hold``: waiting while a run of an
+    unpublished partition is queued or running or the store is locked, nothing to do when ``key`` is a
+    published release. The published releases are counted in the store, read-only."""
+    table = release.name
+    existing = sorted(context.instance.get_dynamic_partitions(release.partitions_name))
+    try:
+        published = getattr(context.resources, release.store).published_ids()
+    except StoreError as exc:
+        return Hold(f"{table}: {exc}", waits=True)
+    done, pending = existing[: len(published)], existing[len(published):]
+    key = source.next_key(done, fingerprint)
+    if key in done:
+        return Hold(f"{table}: release {key} already exists", waits=False)
+    for waiting in pending:
+        runs = context.instance.get_runs(
+            dg.RunsFilter(tags={TAG: table, "dagster/partition": waiting}, statuses=ACTIVE), limit=1
+        )
+        if runs:
+            status = runs[0].status.value.lower()
+            return Hold(f"{table}: release {waiting} is still {status} (run {runs[0].run_id}); the change waits "
+                        "for it", waits=True)
+    return key, [k for k in pending if k != key]
+
+
+def source_sensor(release: ReleaseTable, job) -> dg.SensorDefinition:
+    """The sensor that releases ``release``'s table when its source changed."""
+    table = release.name
 
     @dg.sensor(
         name=f"{table}_source_changed",
         target=job,
-        required_resource_keys={keys.source, keys.store},
+        required_resource_keys={release.source, release.store},
         minimum_interval_seconds=15,
         description=f"Adds a release of {table} when rows of its source were inserted, deleted or updated.",
     )
     def sensor(context: SensorEvaluationContext):
-        source = getattr(context.resources, keys.source)
-        spec = getattr(context.resources, keys.store).loaded_spec()
+        source = getattr(context.resources, release.source)
+        spec = getattr(context.resources, release.store).loaded_spec()
         try:
             fingerprint = source.fingerprint(spec)
         except StoreError as exc:
             return dg.SkipReason(f"{table}: {exc}")
         cursor = json.dumps(fingerprint.as_cursor())
         last = json.loads(context.cursor) if context.cursor else None
-        existing = context.instance.get_dynamic_partitions(partitions.name)
+        existing = list(context.instance.get_dynamic_partitions(release.partitions_name))
         if last == fingerprint.as_cursor():
             return dg.SkipReason(f"{table}: source unchanged ({fingerprint.rows} rows)")
         if fingerprint.rows == 0:
@@ -57,23 +114,23 @@ def source_sensor(table: str, partitions: dg.DynamicPartitionsDefinition, keys, 
             return dg.SensorResult(
                 cursor=cursor, skip_reason=f"{table}: first tick, fingerprint recorded ({len(existing)} releases exist)"
             )
-        key = source.next_key(existing, fingerprint)
-        if key in existing:
-            return dg.SensorResult(cursor=cursor, skip_reason=f"{table}: release {key} already exists")
-        return _release(partitions, table, key, cursor, {"privrelease/trigger": "source"})
+        target = next_release(release, context, source, fingerprint)
+        if isinstance(target, Hold):
+            return target.result(cursor)
+        key, stale = target
+        return _release(release, key, stale, cursor, f"{key}:{fingerprint.digest}", {"privrelease/trigger": "source"})
 
     return sensor
 
 
-def request_sensor(
-    table: str, partitions: dg.DynamicPartitionsDefinition, keys, job, folder: Path
-) -> dg.SensorDefinition:
-    """The sensor that turns request files in ``folder`` into releases of ``table``."""
+def request_sensor(release: ReleaseTable, job, folder: Path) -> dg.SensorDefinition:
+    """The sensor that turns request files in ``folder`` into releases of ``release``'s table."""
+    table = release.name
 
     @dg.sensor(
         name=f"{table}_release_requests",
         target=job,
-        required_resource_keys={keys.source, keys.store},
+        required_resource_keys={release.source, release.store},
         minimum_interval_seconds=15,
         description=f"Turns release requests (YAML files in {folder}) into releases of {table}.",
     )
@@ -84,19 +141,19 @@ def request_sensor(
             return dg.SkipReason(f"{table}: no new request in {folder}")
         name = pending[0]
         cursor = json.dumps([*done, name])
-        spec = getattr(context.resources, keys.store).loaded_spec()
+        spec = getattr(context.resources, release.store).loaded_spec()
         try:
             attributes = read_request(folder / name, spec)
         except ValueError as exc:
             context.log.warning(str(exc))
             return dg.SensorResult(cursor=cursor, skip_reason=str(exc))
-        source = getattr(context.resources, keys.source)
-        existing = context.instance.get_dynamic_partitions(partitions.name)
-        key = source.next_key(existing, source.fingerprint(spec))
-        if key in existing:
-            return dg.SensorResult(cursor=cursor, skip_reason=f"{table}: request {name}: release {key} already exists")
+        source = getattr(context.resources, release.source)
+        target = next_release(release, context, source, source.fingerprint(spec))
+        if isinstance(target, Hold):
+            return Hold(f"request {name}: {target.reason}", target.waits).result(cursor)
+        key, stale = target
         tags = {"privrelease/trigger": "request", "privrelease/request": name, ATTRIBUTES_TAG: ",".join(attributes)}
-        return _release(partitions, table, key, cursor, tags)
+        return _release(release, key, stale, cursor, f"{key}:{name}", tags)
 
     return sensor
 
@@ -104,8 +161,9 @@ def request_sensor(
 def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
     """The attributes a request file asks for (``attributes: [...]``, default every quasi-identifier).
 
-    Raises ValueError naming the file and the rule: not YAML, unknown key or attribute, or a strict subset for
-    a model that publishes every quasi-identifier.
+    Raises ValueError naming the file and the rule: not YAML, an unknown key, or attributes ``pipeline.model_spec``
+    refuses (not quasi-identifiers, or a strict subset for a model that publishes every quasi-identifier: the
+    same check as the library's and the CLI's).
     """
     try:
         raw = yaml.safe_load(path.read_text()) or {}
@@ -113,27 +171,21 @@ def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
         raise ValueError(f"request {path.name}: not valid YAML ({exc})") from exc
     if not isinstance(raw, dict) or set(raw) - {"attributes", "note"}:
         raise ValueError(f"request {path.name}: expected a mapping with keys 'attributes' and optional 'note'")
-    attributes = raw.get("attributes") or list(spec.quasi_identifiers)
-    unknown = [a for a in attributes if a not in spec.quasi_identifiers]
-    if unknown:
-        raise ValueError(
-            f"request {path.name}: attribute(s) {unknown} are not quasi-identifiers of {spec.name} "
-            f"({list(spec.quasi_identifiers)})"
-        )
-    ordered = tuple(a for a in spec.quasi_identifiers if a in attributes)
-    if not models.descriptor(spec.model.name).vertical and ordered != tuple(spec.quasi_identifiers):
-        vertical = [n for n in models.names() if models.descriptor(n).vertical]
-        raise ValueError(
-            f"request {path.name}: model {spec.model.name} publishes every quasi-identifier; the subset "
-            f"{list(ordered)} needs a vertical model ({vertical})"
-        )
-    return ordered
+    try:
+        return tuple(model_spec(spec, raw.get("attributes")).quasi_identifiers)
+    except SpecError as exc:
+        raise ValueError(f"request {path.name}: {exc}") from exc
 
 
-def _release(partitions, table: str, key: str, cursor: str, tags: dict) -> dg.SensorResult:
+def _release(
+    release: ReleaseTable, key: str, stale: list[str], cursor: str, run_key: str, tags: dict
+) -> dg.SensorResult:
+    """A run of partition ``key`` (added unless it exists), the ``stale`` unpublished keys deleted first."""
+    requests: list = [release.partitions.build_delete_request(stale)] if stale else []
+    requests.append(release.partitions.build_add_request([key]))
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={TAG: table, **tags})],
-        dynamic_partitions_requests=[partitions.build_add_request([key])],
+        run_requests=[dg.RunRequest(partition_key=key, run_key=run_key, tags={TAG: release.name, **tags})],
+        dynamic_partitions_requests=requests,
         cursor=cursor,
     )
 
@@ -146,6 +198,11 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, sensor: str, cursor
         instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources
     ) as context:
         data = defs.resolve_sensor_def(sensor).evaluate_tick(context)
-    for request in data.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    for request in data.dynamic_partitions_requests or []:
+        keys = list(request.partition_keys or [])
+        if isinstance(request, dg.DeleteDynamicPartitionsRequest):
+            for key in keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+        else:
+            instance.add_dynamic_partitions(request.partitions_def_name, keys)
     return data

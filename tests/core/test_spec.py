@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dagster_privrelease.core import models
-from dagster_privrelease.core.spec import load_spec, parse_spec, validate_snapshot
+from dagster_privrelease.core.spec import BoundSpec, load_spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import SnapshotError, SpecError
 
 EDUCATION = {"Any": {"School": ["primary", "secondary"], "University": ["bachelor", "master", "doctorate"]}}
@@ -70,7 +70,7 @@ def test_every_key_is_parsed():
     assert spec.model.params == {"m": 3, "hold_back": False, "categorical": "interval",
                                  "first_release": "counterfeited"}
     assert spec.columns == ["pid", "age", "education", "city", "visits", "disease"]
-    assert not spec.bound
+    assert not isinstance(spec, BoundSpec)
 
 
 def test_defaults_of_optional_keys():
@@ -84,11 +84,16 @@ def test_defaults_of_optional_keys():
     assert bare.quasi_identifiers["age"].min_width == 0.0
 
 
+#: Values for the required parameters that have no smallest value to take (lists, mappings), by parameter name.
+REQUIRED_EXAMPLES = {"X": ["age", "city"], "Y": ["disease"], "k": 2}
+
+
 def test_every_registered_model_parses_with_its_required_parameters():
     for name in models.names():
         schema = models.descriptor(name).params
         params = {key: (p.minimum if p.kind is int else p.default) for key, p in schema.items()}
         params = {k: (int(v) if isinstance(v, float) else v) for k, v in params.items()}
+        params |= {k: v for k, v in REQUIRED_EXAMPLES.items() if k in schema and params[k] is None}
         spec = parse_spec(raw_spec(model={"name": name, **params}))
         assert spec.model.name == name and set(spec.model.params) == set(schema)
 
@@ -293,8 +298,8 @@ def test_bad_snapshot_is_refused_naming_column_and_row(table, message):
 def test_bind_fills_flat_taxonomies_and_grows_them_keeping_ranks():
     spec = parse_spec(raw_spec(sensitive="disease", model={"name": "k_anonymity", "k": 2}))
     first = spec.bind(validate_snapshot(snapshot(), spec))
-    assert first.bound
-    city = first.quasi_identifiers["city"].taxonomy
+    assert isinstance(first, BoundSpec) and set(first.taxonomies) == {"education", "city"}
+    city = first.taxonomy("city")
     assert city.leaves == ("Lima", "Oslo") and not first.quasi_identifiers["city"].written
     assert first.quasi_identifiers["education"].taxonomy is spec.quasi_identifiers["education"].taxonomy
     later = snapshot().assign(city=["Accra", "Oslo", "Zagreb", "Lima", "Oslo", "Accra"],

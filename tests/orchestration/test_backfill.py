@@ -20,12 +20,12 @@ from dagster._daemon.backfill import execute_backfill_iteration
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from dagster_privrelease.core.spec import load_spec
-from dagster_privrelease.orchestration import DuckDBSource, run_release
-from dagster_privrelease.orchestration.source import partition_key
+from dagster_privrelease.orchestration import DuckDBChangeLogSource, run_release
+from dagster_privrelease.orchestration.partitions import partition_key
 from dagster_privrelease.storage import ReleaseStore, frame_digest
 
 from .conftest import people, write_source
-from .test_factory import PARTITIONS
+from .test_assets import PARTITIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,15 +37,15 @@ def _published(path) -> list[str]:
     return [frame_digest(part.drop(columns="release_id")) for _, part in table.groupby("release_id", sort=True)]
 
 
-def _code_location(folder: Path, spec_path: Path, source: DuckDBSource) -> InProcessWorkspaceLoadTarget:
+def _code_location(folder: Path, spec_path: Path, source: DuckDBChangeLogSource) -> InProcessWorkspaceLoadTarget:
     """A code location file with this table's release definitions, loaded as the daemons load user code."""
     module = folder / "location.py"
     module.write_text(textwrap.dedent(f"""
-        from dagster_privrelease.orchestration import DuckDBSource, release_definitions
+        from dagster_privrelease.orchestration import DuckDBChangeLogSource, release_definitions
 
         defs = release_definitions(
             {str(spec_path)!r}, {str(folder / "backfill.duckdb")!r},
-            DuckDBSource(database={source.database!r}, table={source.table!r}, change_log={source.change_log!r}),
+            DuckDBChangeLogSource(database={source.database!r}, table={source.table!r}),
         )
     """))
     origin = LoadableTargetOrigin(executable_path=sys.executable, python_file=str(module),
@@ -65,7 +65,7 @@ def test_backfill_of_five_partitions_equals_five_sequential_releases(tmp_path, s
                   people(10, seed=position, start=start).assign(position=position, op="insert")]
     path = tmp_path / "data.duckdb"
     write_source(path, pd.concat(parts, ignore_index=True), table="source.people_log")
-    source = DuckDBSource(database=str(path), table="source.people_log", change_log="source.people_log")
+    source = DuckDBChangeLogSource(database=str(path), table="source.people_log")
     keys = [partition_key(p) for p in range(1, 6)]
     settings = yaml.safe_load((ROOT / "assets" / "dagster.yaml").read_text())
     with (

@@ -7,10 +7,10 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from dagster_privrelease.orchestration import DuckDBSource, release_definitions
+from dagster_privrelease.orchestration import DuckDBTableSource, release_definitions
 
 from .conftest import people, write_source
-from .test_factory import JOB, PARTITIONS
+from .test_assets import JOB, PARTITIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def test_a_step_waits_while_another_run_holds_the_tables_pool(tmp_path, spec_pat
     write_source(tmp_path / "data.duckdb", people(60))
     defs = release_definitions(
         spec_path, tmp_path / "releases.duckdb",
-        DuckDBSource(database=str(tmp_path / "data.duckdb"), table="source.people"),
+        DuckDBTableSource(database=str(tmp_path / "data.duckdb"), table="source.people"),
     )
     with dg.instance_for_test(overrides=settings) as instance:
         instance.add_dynamic_partitions(PARTITIONS, ["000001"])

@@ -8,14 +8,14 @@ import duckdb
 import pandas as pd
 import pytest
 
-from dagster_privrelease import storage
 from dagster_privrelease.core.spec import load_spec
-from dagster_privrelease.orchestration import DuckDBSource, release_definitions
-from dagster_privrelease.orchestration.source import partition_key
+from dagster_privrelease.orchestration import DuckDBChangeLogSource, release_definitions
+from dagster_privrelease.orchestration.partitions import partition_key
 from dagster_privrelease.storage import ReleaseStore
+from dagster_privrelease.storage import write as storage
 
 from .conftest import people, write_source
-from .test_factory import JOB, PARTITIONS, _defs, _failure, _run
+from .test_assets import JOB, PARTITIONS, _defs, _failure, _run
 
 
 def test_out_of_order_release_names_its_predecessor(tmp_path, spec_path, instance):
@@ -70,7 +70,7 @@ def test_change_log_partitions_rebuild_their_snapshots(tmp_path, spec_path, inst
     log = _change_log()
     path = tmp_path / "data.duckdb"
     write_source(path, log, table="source.people_log")
-    source = DuckDBSource(database=str(path), table="source.people_log", change_log="source.people_log")
+    source = DuckDBChangeLogSource(database=str(path), table="source.people_log")
     defs = release_definitions(spec_path, tmp_path / "releases.duckdb", source)
     for position in (2, 3):
         assert _run(defs, instance, partition_key(position)).success

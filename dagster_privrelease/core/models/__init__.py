@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ...errors import SpecError
-from ..history import History, Report
+from ..judge.history import History, Report
 from .base import ModelDescriptor, Param, Publisher, Reads, Stage
 
 __all__ = [
@@ -76,17 +76,25 @@ def verify_history(history: History) -> list[Report]:
 
 
 def attack_history(history: History, attacks: Sequence[str] | None = None) -> list[Report]:
-    """The named attacks (default: all) over the (judged) history, against the bound the model promises."""
-    from ..attacks import attack_history as run_attacks
+    """The named attacks (default: all) over the (judged) history, against the bound the model promises; an
+    attack the model declares inapplicable (``ModelDescriptor.skipped_attacks``) is reported as skipped, with
+    the reason, in its place."""
+    from ..judge.attacks import ATTACKS
+    from ..judge.attacks import attack_history as run_attacks
+    from ..judge.report import skipped
 
     model = descriptor(history.spec.model.name)
-    return run_attacks(judged(history), model.bound(history.spec.model.params), attacks)
+    names = list(ATTACKS) if attacks is None else list(attacks)
+    ran = iter(run_attacks(judged(history), model.bound(history.spec.model.params),
+                           [a for a in names if a not in model.skipped_attacks]))
+    return [skipped(a, model.skipped_attacks[a]) if a in model.skipped_attacks else next(ran) for a in names]
 
 
 def _register_builtin() -> None:
-    from . import m_invariance, mondrian
+    from . import m_distinct, m_invariance, mondrian, sequential_l_diversity, xy_privacy
 
-    for model in (*mondrian.MODELS, m_invariance.MODEL):
+    for model in (*mondrian.MODELS, m_invariance.MODEL, m_distinct.MODEL, sequential_l_diversity.MODEL,
+                  xy_privacy.MODEL):
         register(model)
 
 

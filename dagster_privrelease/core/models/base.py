@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..history import Bound, History, Report
+    from ..judge.history import Bound, History, Report
     from ..release import PreviousRelease, Release
     from ..spec import Spec
 
@@ -38,7 +38,9 @@ class Publisher(Protocol):
     def __call__(
         self, snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator,
         /, **prepared: pd.DataFrame,
-    ) -> Release: ...
+    ) -> Release:
+        """The release of ``snapshot`` (the contract above)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,17 @@ class Stage:
     ``run(snapshot, spec, previous, rng)`` returns private frames by name, one of them named after the stage
     (the pipeline checks that it ran by that name); the store keeps them with the release (``private.candidate_state_<name>``, then ``private.state_<name>`` once published) and the model's
     ``publish`` receives them as keyword arguments. They never leave the private schema.
+
+    ``views``: readable shapes of the stage's state, view name -> ``sql(spec)`` returning a SELECT over
+    ``private.state_<name>`` (the published state, with ``release_id``) and ``private.snapshot``; the store creates
+    ``private.<view>`` once that state table exists (e.g. ``private.possible_world`` over the compact worlds of
+    eq. (5)). Generic: the store knows nothing of what a view means, and views stay in the private schema.
     """
 
     name: str
     description: str
     run: Callable[..., dict[str, pd.DataFrame]]
+    views: Mapping[str, Callable[[Spec], str]] = field(default_factory=dict)
 
 
 #: What of the past a model reads for release n: nothing (single-release baselines), release n-1 and its
@@ -115,6 +123,9 @@ class ModelDescriptor:
     bound:            what it promises against the attacks, from its parameters (``history.Bound``).
     across_releases:  True when it protects a sequence of releases, so a disclosing attack blocks publication;
                       False for the single-release baselines, whose attacks are reported, never blocking.
+    skipped_attacks:  attacks whose adversary does not apply to the model's data, with the reason (reported as
+                      skipped, never run): e.g. the intersection attack assumes a sensitive value never changes,
+                      while m-Distinct publishes internal updates, whose adversary is the SUG attack (Li-Zhou §III).
     vertical:         True when a release may publish a subset of the quasi-identifiers (a release request).
     reads:            what of the past ``publish`` reads (``Reads``); the store reads no more than that.
     diversity_param:  the parameter that cannot exceed the number of distinct sensitive values (m, l), refused
@@ -132,6 +143,7 @@ class ModelDescriptor:
     verify: Callable[[History], list[Report]]
     bound: Callable[[Mapping[str, Any]], Bound]
     across_releases: bool = True
+    skipped_attacks: Mapping[str, str] = field(default_factory=dict)
     vertical: bool = False
     reads: Reads = "previous"
     diversity_param: str | None = None

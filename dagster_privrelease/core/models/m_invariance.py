@@ -53,7 +53,7 @@ Updates of a tuple's sensitive value are outside this model (the m-Distinct mode
 refused; changes of QI values are allowed (the tuple keeps its signature; its new values are generalised).
 A lifespan is one interval of releases (Def. 5): an id deleted from the source must not come back later. Lemma 4
 keeps no memory of deleted tuples, so a returning id is a new tuple here and may get another signature, which
-the verifier (``core.verify.m_invariance``, comparing every appearance with the previous one) reports.
+the verifier (``core.judge.verifiers.xiao_tao.m_invariance``, comparing every appearance with the previous one) reports.
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NotPublishable
-from .. import verify
-from ..history import Bound, History
-from ..release import PreviousRelease, Release, build_release, dense_unique, encode, sensitive_codes
+from ..encoding import dense_ranks, dense_unique, encode, sensitive_codes
+from ..judge import verifiers as verify
+from ..judge.history import Bound, History
+from ..release import PreviousRelease, Release, build_release
 from ..spec import Spec
 from . import mondrian
 from .base import ModelDescriptor, Param
@@ -166,7 +167,7 @@ def previous_signatures(
     hosted = host["group_id"].to_numpy()[where[old]]  # every hosting group is a group of T*(n-1)
     group_ids, inverse = dense_unique(np.concatenate([table["group_id"].to_numpy(), hosted]))
     inverse, hosted = inverse[: len(table)], inverse[len(table):]
-    codes = pd.Index(spec.sensitive_values).get_indexer(table[spec.sensitive].astype(str))
+    codes = sensitive_codes(table, spec)
     if (codes < 0).any():
         raise NotPublishable(
             f"release {previous.release_id} published {spec.sensitive!r} value "
@@ -373,7 +374,7 @@ def assign(counts: np.ndarray, m: int) -> list[tuple[np.ndarray, int]]:
     return rounds
 
 
-def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool = False) -> np.ndarray:
     """The split phase (§4.3): QI groups of exactly s tuples, one of each value, from balanced buckets.
 
     ``X``: (n, d) QI values normalised to [0, 1] (the perimeters of §4.3 compare normalised lengths); a row of
@@ -392,6 +393,10 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
     partition (sequential writes) instead of gathered at random every level (a cache miss per tuple at 10M
     rows). The d permutations are independent within a step, so they run on a thread per core (numpy releases
     the GIL); the result does not depend on the threads. O(n·d²) per level.
+
+    ``relative``: measure each half's extent l along a QI relative to the node's own extent I on that QI
+    (Li-Zhou eq. 4, split_score = Σ |B_i|·Σ_j l_ij / I_j) instead of relative to the domain (§4.3, the default);
+    a QI on which the node is flat counts 0.
     """
     n, d = X.shape
     codes, table = _rank_codes(X)
@@ -430,7 +435,8 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray) -> np.ndarray:
                 perms, rows = kept[:d], kept[d:]
                 node_s, node_c = node_s[~done], node_c[~done]
                 continue
-            cut_attr, cut_col, col = _best_cuts(pool, rows, codes.dtype, table, node_s, node_c, start, pos_node)
+            cut_attr, cut_col, col = _best_cuts(pool, rows, codes.dtype, table, node_s, node_c, start, pos_node,
+                                                relative)
             perms, rows = _cut(pool, perms, rows, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left)
             node_c = np.stack([cut_col, node_c - cut_col], axis=1).reshape(-1)
             node_s = np.repeat(node_s, 2)
@@ -443,26 +449,24 @@ def _rank_codes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     most values of a QI), read flat by ``_best_cuts``: a row's entries K and K + 1 are 2 and -1, what a column of
     counterfeits only reads as its minimum (rank K) and maximum (rank -1, the previous row's last entry or the
     last of all). Code 0 minus one wraps to the type's maximum, beyond every rank, so a counterfeit counts in
-    neither the minimum of ``code - 1`` nor the maximum of ``code``."""
-    n, d = X.shape
-    known = ~np.isnan(X)
-    values = [np.unique(X[known[:, i], i]) for i in range(d)]
+    neither the minimum of ``code - 1`` nor the maximum of ``code``. The ranks are ``encoding.dense_ranks``'."""
+    ranks, values = dense_ranks(X)
     K = max((len(v) for v in values), default=0)
-    codes = np.zeros((n, d), dtype=np.min_scalar_type(K))
-    table = np.zeros((d, K + 2))
+    codes = (ranks + 1).astype(np.min_scalar_type(K))
+    table = np.zeros((X.shape[1], K + 2))
     table[:, K], table[:, K + 1] = 2.0, -1.0
     for i, v in enumerate(values):
-        codes[known[:, i], i] = np.searchsorted(v, X[known[:, i], i]) + 1
         table[i, : len(v)] = v
     return codes, table
 
 
-def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node):
+def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node, relative=False):
     """Per node, the QI and the column k (1 <= k < c) of the least-perimeter cut (§4.3), and the column of every
     position of a permutation (a tuple's rank within its value's list along that permutation's QI).
     ``rows``: per permutation its tuples' QI ranks in its order, one void item of d ranks of ``dtype`` each;
     ``table``: the values by rank (``_rank_codes``; a counterfeit never counts in a minimum or a maximum).
-    ``node_s`` must be non-decreasing; ``pool`` runs the permutations' costs."""
+    ``node_s`` must be non-decreasing; ``pool`` runs the permutations' costs; ``relative``: extents over the
+    node's own extent per QI (``split``)."""
     N = len(node_c)
     local = np.arange(len(pos_node)) - start[pos_node]
     row, col = np.divmod(local, node_c[pos_node])
@@ -497,8 +501,13 @@ def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node):
         # the lowest and highest value of every column; a column of counterfeits only: 2 and -1
         low = np.take(flat, np.minimum(cmin.T, K) + base)
         high = np.take(flat, cmax.T.astype(np.intp) - 1 + base)
-        prefix = _running_extent(low, high, cnode).sum(axis=0)
-        suffix = _running_extent(low[:, ::-1], high[:, ::-1], (N - 1 - cnode)[::-1])[:, ::-1].sum(axis=0)
+        prefix = _running_extent(low, high, cnode)
+        suffix = _running_extent(low[:, ::-1], high[:, ::-1], (N - 1 - cnode)[::-1])[:, ::-1]
+        if relative:  # the node's extent per QI is the prefix extent at its last column
+            full = prefix[:, col_start + node_c - 1][:, cnode]
+            full = np.where(full > 0, full, np.inf)
+            prefix, suffix = prefix / full, suffix / full
+        prefix, suffix = prefix.sum(axis=0), suffix.sum(axis=0)
         before = np.concatenate(([0.0], prefix[:-1]))  # extent of columns 0..k-1, at column k
         return s_k * (kcol * before + (c_k - kcol) * suffix)
 

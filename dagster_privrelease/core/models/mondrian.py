@@ -39,9 +39,10 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NotPublishable
-from .. import verify
-from ..history import Bound
-from ..release import PreviousRelease, Release, build_release, encode
+from ..encoding import dense_ranks, encode
+from ..judge import verifiers as verify
+from ..judge.history import Bound
+from ..release import PreviousRelease, Release, build_release
 from ..spec import Spec
 from .base import ModelDescriptor, Param
 
@@ -89,7 +90,7 @@ def partition(
     """Mondrian strict partition of the rows of ``X``: an int64 group id (0..g-1) per row.
 
     ``X``: (n, d) float matrix of quasi-identifiers (numeric values and categorical leaf ranks, as
-    ``release.encode`` makes it). ``sensitive``: (n,) sensitive values (any hashable dtype; messages name
+    ``encoding.encode`` makes it). ``sensitive``: (n,) sensitive values (any hashable dtype; messages name
     them). ``k``, ``l``, ``form``: the constraint of every group (module docstring). ``unique``: m-unique
     groups with m = ``k`` (Xiao-Tao Def. 17); ``l`` must then not exceed ``k`` (m-uniqueness implies
     ℓ-diversity of both forms for ℓ <= m). ``scale``: (d,) domain widths that normalise ranges when choosing
@@ -115,7 +116,7 @@ def partition(
     if scale is None:
         scale = np.ptp(X, axis=0)
     scale = np.where(np.asarray(scale, dtype=np.float64) > 0, scale, 1.0)
-    ranks = _dense_ranks(X)
+    ranks = dense_ranks(X)[0]
     leaves = _mondrian(X / scale, ranks, codes, len(values), constraint)
     if unique:
         return _m_unique_cut(X / scale, ranks, codes, len(values), leaves, k)
@@ -148,14 +149,6 @@ def _check_publishable(codes: np.ndarray, values, constraint: Constraint, unique
             f"sensitive value {value!r} is in {counts[top]} of the {n} rows, more than 1/{constraint.l} "
             f"(at most {n // constraint.l}); {rule}"
         )
-
-
-def _dense_ranks(X: np.ndarray) -> np.ndarray:
-    """(n, d) ints: the rank of each value among the distinct values of its column (ties share a rank)."""
-    ranks = np.empty(X.shape, dtype=np.int32 if len(X) < 2**31 else np.int64)
-    for j in range(X.shape[1]):
-        ranks[:, j] = np.unique(X[:, j], return_inverse=True)[1].reshape(-1)
-    return ranks
 
 
 def _histograms(nodes: np.ndarray, codes: np.ndarray, count: int, S: int) -> np.ndarray:

@@ -239,7 +239,7 @@ def adult_table(adult):
 
 
 def adult_matrix(snapshot, spec) -> np.ndarray:
-    """The QIs as numbers, built here from the taxonomies' leaf order (not with release.encode)."""
+    """The QIs as numbers, built here from the taxonomies' leaf order (not with encoding.encode)."""
     columns = []
     for name, qi in spec.quasi_identifiers.items():
         values = snapshot[name]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dagster_privrelease.core import utility
+from dagster_privrelease.core.judge import utility
 from dagster_privrelease.core.spec import parse_spec
 from tests.fixtures import xiao_tao
 

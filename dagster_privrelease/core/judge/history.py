@@ -1,6 +1,6 @@
 """A release history as the judge reads it, and the judge's report.
 
-The judge (``verify.py``, ``attacks.py``, ``utility.py``) reads only this: the published tables of the
+The judge (``judge.verifiers``, ``judge.attacks``, ``judge.utility``) reads only this: the published tables of the
 DuckDB contract and, for publisher-side verification and for the adversary's background knowledge, the
 private snapshots and hosting groups. It never reads a model's internals.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .spec import Spec
+from ..spec import Spec
 
 
 @dataclass
@@ -27,9 +27,14 @@ class History:
                   adversary's background knowledge B(n) (QI values and lifespans, Xiao-Tao Def. 6).
     hosting:      ``private.hosting``: ``release_id, <id>, group_id`` (each genuine tuple's hosting group).
     candidate_sets: the judge's own memo, release id -> the candidate sensitive sets of that release's
-                  individuals (``attacks.candidate_sets``: a boolean matrix, rows in snapshot order). Derived
+                  individuals (``judge.attacks.candidate_sets``: a boolean matrix, rows in snapshot order). Derived
                   from the fields above only; the store keeps it for published releases so that judging
                   release n computes one release's sets, not n.
+    memo:         the judge's memo of the releases before the last, (name, release id) -> frame: what an attack
+                  or verifier keeps of releases 1..j so that judging release j+1 reads release j+1 only (e.g.
+                  ``attacks.intersection``'s running intersections). Each entry is a function of releases 1..j
+                  alone; the one who reads it folds the newer releases in and adds its own entry for the last
+                  release, which the store keeps (``save_judge_memo``). Empty: every release is folded from scratch.
     states:       the models' private state (``Release.state``) of releases 1..n by name, each frame with a
                   ``release_id`` column. Only a model's ``judged`` view reads it (e.g. m-invariance's held-back
                   tuples); verifiers and attacks never do.
@@ -41,11 +46,23 @@ class History:
     snapshots: pd.DataFrame | None = None
     hosting: pd.DataFrame | None = None
     candidate_sets: dict[int, np.ndarray] = field(default_factory=dict)
+    memo: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)
     states: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def release_ids(self) -> list[int]:
+        """The ids of the releases, ascending. O(rows)."""
         return sorted(int(r) for r in self.releases["release_id"].unique())
+
+    def release(self, release_id: int) -> pd.DataFrame:
+        """The published rows of one release (index 0..n-1). O(rows)."""
+        return self.releases[self.releases["release_id"] == release_id].reset_index(drop=True)
+
+    def snapshot(self, release_id: int) -> pd.DataFrame:
+        """The snapshot T(j) of one release (index 0..n-1); needs the private snapshots. O(rows)."""
+        if self.snapshots is None:
+            raise ValueError("history: no snapshots (the private side) to read T(j) from")
+        return self.snapshots[self.snapshots["release_id"] == release_id].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -55,7 +72,7 @@ class Bound:
     values: the fewest sensitive values an individual stays linked to (m of m-invariance and m-Distinct, l of
             the l-diversity models; 2, i.e. no disclosure, for a model that promises none, k-anonymity).
     tuples: the fewest tuples that may be an individual's (the correspondence attacks, BCF-anonymity Def. 31 of
-            the taxonomy; the join attack's (x, y) groups): k, or else m or l.
+            the taxonomy): k, or else m or l.
     """
 
     values: int = 2

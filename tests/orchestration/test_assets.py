@@ -8,7 +8,7 @@ import pytest
 
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.errors import SnapshotError
-from dagster_privrelease.orchestration import DuckDBSource, release_definitions, run_release
+from dagster_privrelease.orchestration import DuckDBTableSource, release_definitions, run_release
 from dagster_privrelease.storage import ReleaseStore
 
 from .conftest import people, write_source, write_spec
@@ -18,7 +18,7 @@ PARTITIONS = "patients_releases"
 
 
 def _defs(tmp_path, spec_path):
-    source = DuckDBSource(database=str(tmp_path / "data.duckdb"), table="source.people")
+    source = DuckDBTableSource(database=str(tmp_path / "data.duckdb"), table="source.people")
     return release_definitions(spec_path, tmp_path / "releases.duckdb", source)
 
 
@@ -33,6 +33,12 @@ def _run(defs, instance, key, **kwargs):
 def _metadata(result, asset: str) -> dict:
     (mat,) = [m for m in result.asset_materializations_for_node(f"patients__{asset}")]
     return {k: v.value for k, v in mat.metadata.items()}
+
+
+def _check(result, name: str) -> dict:
+    """The metadata of check ``name``'s evaluation in ``result``."""
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == name]
+    return {k: v.value for k, v in evaluation.metadata.items()}
 
 
 def _failure(result) -> str:
@@ -62,11 +68,21 @@ def test_two_releases_publish_with_metadata(tmp_path, spec_path, instance):
     snap = _metadata(r2, "snapshot")
     assert (snap["rows"], snap["inserts"], snap["deletes"], snap["updates"]) == (125, 15, 10, 5)
     meta = _metadata(r2, "published_release")
-    assert (meta["rows"], meta["inserts"], meta["deletes"], meta["updates"]) == (125, 15, 10, 5)
-    for key in ("groups", "counterfeits", "utility/lm", "utility/ncp", "check/k_anonymity", "check/great_expectations"):
+    assert (meta["rows (incl. counterfeits)"], meta["genuine rows"]) == (125, 125)
+    assert (meta["inserts"], meta["deletes"], meta["updates"], meta["held_back"]) == (15, 10, 5, 0)
+    for key in ("groups", "counterfeits", "LM", "NCP", "check/k_anonymity", "check/great_expectations"):
         assert isinstance(meta[key], int | float), key
     assert meta["check/k_anonymity"] == 1
     assert "data:image/png;base64," in meta["report"]
+    # what a data engineer reads: the plots first, the checks last; no figure twice; floats to 4 digits
+    keys = list(meta)
+    assert keys[:6] == ["rows (incl. counterfeits)", "genuine rows", "counterfeits", "LM", "NCP",
+                        "median query error"]
+    checks = [k for k in keys if k.startswith("check")]
+    assert keys[-len(checks):] == checks
+    assert not {"rows", "utility/rows", "utility/groups", "utility/counterfeits", "utility/lm"} & set(keys)
+    floats = [v for v in meta.values() if isinstance(v, float)]
+    assert floats and all(v == float(f"{v:.4g}") for v in floats)
     manifest = ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path)).manifest()
     assert manifest["release_id"].tolist() == [1, 2]
     assert manifest["rows"].tolist() == [120, 125]
@@ -118,7 +134,8 @@ def test_failed_blocking_check_stops_publication(tmp_path, spec_path, instance):
     assert not evaluations["guarantee"].passed
     assert not evaluations["expectations"].passed
     assert evaluations["expectations"].severity == dg.AssetCheckSeverity.ERROR
-    assert "age__hi, age__lo" in str(evaluations["expectations"].metadata["great_expectations/first violations"].value)
+    found = evaluations["expectations"].metadata["great_expectations/violations by group"].value
+    assert "age__hi, age__lo" in str(found)
     assert not result.asset_materializations_for_node("patients__published_release")
     store = ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path))
     assert store.release_ids() == []
@@ -131,3 +148,20 @@ def test_run_release_publishes_and_reraises_input_errors(tmp_path, instance):
     summary = run_release(spec_path, tmp_path / "r.duckdb", people(200), instance=instance)
     assert summary["release_id"] == 1 and summary["partition_key"] == "000001"
     assert summary["checks"]["l_diversity"] is True
+
+
+def test_a_refusal_is_named_by_the_step_and_the_run_failure(tmp_path, instance):
+    """A model that cannot publish: the step fails with a ``Failure`` whose description is the reason (no retry),
+    and the run failure event, all the UI shows at first, carries that reason in its error's first line."""
+    spec_path = write_spec(tmp_path, {"name": "l_diversity", "l": 4})
+    rows = people(90)
+    rows.loc[rows.index[4:], "disease"] = "flu"
+    write_source(tmp_path / "data.duckdb", rows)
+    result = _run(_defs(tmp_path, spec_path), instance, "000001")
+    assert not result.success
+    events = [r.dagster_event for r in instance.all_logs(result.run_id) if r.dagster_event is not None]
+    (step,) = [e for e in events if e.is_step_failure]
+    reason = "patients release 000001: sensitive value 'flu' is in 86 of the 90 rows"
+    assert step.step_failure_data.user_failure_data.description.startswith(reason)
+    (run,) = [e for e in events if e.event_type == dg.DagsterEventType.RUN_FAILURE]
+    assert reason in run.job_failure_data.error.message.splitlines()[0]

@@ -15,6 +15,9 @@ release does not include (null bounds) are left out of the averages, as in Shmue
   Xiao-Tao §5.2 (taxonomy Defs. 50-51).
 - ``summarise``: the figures the manifest and the Dagster UI show.
 
+QI classes are ``grouping.qi_classes`` (a ``group_id`` where set, else the generalised box), QI values
+``encoding.encode`` and box containment ``intervals.contained_pairs``: utility imports no attack.
+
 A categorical bound is a leaf rank, so a node covering leaf ranks ``lo..hi`` holds ``hi - lo + 1`` leaves. The
 domain width of a numeric attribute is ``max(A__hi) - min(A__lo)`` of the table unless ``domains`` gives it.
 """
@@ -27,14 +30,10 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from .spec import Spec
-
-
-def released_attributes(table: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> list[str]:
-    """The quasi-identifiers of ``spec`` (or ``attributes``) that ``table`` publishes (its ``A__lo`` column exists
-    and is not entirely null)."""
-    names = attributes or tuple(spec.quasi_identifiers)
-    return [a for a in names if f"{a}__lo" in table.columns and table[f"{a}__lo"].notna().any()]
+from ..encoding import encode, sensitive_codes
+from ..grouping import qi_classes, released_attributes
+from ..intervals import contained_pairs
+from ..spec import Spec
 
 
 def _bounds(table: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +104,7 @@ def ncp(
 
     Numeric: ``(y - x) / |A|`` with ``|A| = max - min`` (the table's range unless ``domains`` gives it);
     categorical: 0 for a leaf, else ``leaves under the node / leaves``. Weights default to ``1 / attributes``
-    (so the result is in 0..1); an entry that is not released contributes nothing.
+    (so the result is in 0..1); an entry that is not released contributes nothing. O(rows * attributes).
     """
     names = released_attributes(table, spec, attributes)
     if not names or not len(table):
@@ -133,8 +132,6 @@ def entropy_measure(
     The paper's total is this mean times the number of released entries. With prefix sums over the sorted
     values, ``H(v) = log2 S - (sum p log2 p) / S`` with ``S = sum p`` over ``v``: O((rows + n) log n).
     """
-    from .release import encode
-
     names = released_attributes(table, spec, attributes)
     if not names or not len(table):
         return 0.0
@@ -153,22 +150,19 @@ def entropy_measure(
     return float(np.nanmean(out))
 
 
-def equivalence_classes(table: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
-    """Class label per row: its ``group_id`` where set (a QI group, Xiao-Tao Def. 2), otherwise the class of
-    rows with an identical generalised tuple (non-homogeneous releases). Labels are 0..classes-1."""
-    names = released_attributes(table, spec, attributes)
-    if "group_id" in table.columns and table["group_id"].notna().all():
-        return pd.factorize(table["group_id"])[0]
-    keys = [c for a in names for c in (f"{a}__lo", f"{a}__hi")]
-    if not keys:
-        return np.zeros(len(table), dtype=np.int64)
-    return table.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+def _classes(
+    table: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``grouping.qi_classes`` of one release (its ``release_id`` ignored) on its released attributes:
+    ``(class per row, first row per class, size per class)``. O(n log n)."""
+    return qi_classes(table, released_attributes(table, spec, attributes), by_release=False)
 
 
 def discernibility(table: pd.DataFrame, spec: Spec, k: int = 1) -> float:
     """Discernibility DM(T*, k) (taxonomy Def. 53): ``|Q|^2`` for each class of at least ``k`` rows and
-    ``|T*| * |Q|`` for each smaller one. Classes per ``equivalence_classes``; counterfeits count as rows."""
-    sizes = np.bincount(equivalence_classes(table, spec)).astype(np.float64)
+    ``|T*| * |Q|`` for each smaller one. Classes per ``grouping.qi_classes``; counterfeits count as rows.
+    O(n log n)."""
+    sizes = _classes(table, spec)[2].astype(np.float64)
     return float(np.where(sizes >= k, sizes**2, len(table) * sizes).sum())
 
 
@@ -189,11 +183,9 @@ def kl_divergence(
     ``p_i``: frequency of cell ``t_i`` in T. ``p*_i``: the published table read as a distribution, each of its
     ``N*`` rows spreading ``1 / N*`` uniformly over the cells of its box with its sensitive value; the cells of
     a numeric attribute are the snapshot's distinct values, those of a categorical one its taxonomy's leaves.
-    Box containment is the vectorised interval join of ``attacks.contained_pairs``. Natural log; 0 iff T* = T.
+    Box containment is the vectorised interval join ``intervals.contained_pairs``. Natural log; 0 iff T* = T.
+    O(n log n + rows x cells containments).
     """
-    from .attacks import contained_pairs
-    from .release import encode, sensitive_codes
-
     names = released_attributes(table, spec, attributes)
     X = encode(snapshot, spec, tuple(names))
     codes = sensitive_codes(snapshot, spec).astype(np.float64)
@@ -203,7 +195,7 @@ def kl_divergence(
         np.unique(X[:, j]) if spec.quasi_identifiers[a].numeric else np.arange(_leaves(spec, a), dtype=np.float64)
         for j, a in enumerate(names)
     ]
-    star_codes = pd.Index(spec.sensitive_values).get_indexer(table[spec.sensitive].astype(str)).astype(np.float64)
+    star_codes = sensitive_codes(table, spec).astype(np.float64)
     lo = np.column_stack([_bounds(table, a)[0] for a in names] + [star_codes])
     hi = np.column_stack([_bounds(table, a)[1] for a in names] + [star_codes])
     mass = 1.0 / (len(table) * np.maximum(_cells(table, spec, names, grids), 1))
@@ -235,10 +227,8 @@ def random_queries(
 
     Returns ``(lo, hi)``, each ``(queries, d + 1)``: inclusive bounds; numeric ranges are real intervals,
     categorical and sensitive ones whole leaf-rank / sensitive-code ranges of at least one value (the sensitive
-    codes index ``spec.sensitive_values``). Deterministic given ``rng``.
+    codes index ``spec.sensitive_values``). Deterministic given ``rng``. O(n d + queries d).
     """
-    from .release import encode
-
     names = list(attributes or spec.quasi_identifiers)
     X = encode(snapshot, spec, tuple(names))
     frac = theta ** (1.0 / (len(names) + 1))
@@ -250,7 +240,7 @@ def random_queries(
     starts = np.append(dom_lo, 0)
     for j, is_discrete in enumerate(discrete):
         if is_discrete:
-            span = max(1, int(round((sizes[j] + 1) * frac)))
+            span = max(1, round((sizes[j] + 1) * frac))
             lo[:, j] = starts[j] + rng.integers(0, int(sizes[j]) + 2 - span, size=queries)
             hi[:, j] = lo[:, j] + span - 1
         else:
@@ -265,8 +255,6 @@ def query_actual(
 ) -> np.ndarray:
     """Exact answers ``act`` of the workload on the microdata T(j): tuples inside every range. Blocks of
     queries against all rows: O(queries * rows * (d + 1))."""
-    from .release import encode, sensitive_codes
-
     names = tuple(attributes or spec.quasi_identifiers)
     P = np.column_stack([encode(snapshot, spec, names), sensitive_codes(snapshot, spec)])
     out = np.empty(len(lo), dtype=np.int64)
@@ -288,10 +276,9 @@ def query_estimate(
     A non-homogeneous release has one group per row. O(queries * groups * d), in blocks of queries.
     """
     names = list(attributes or spec.quasi_identifiers)
-    classes = equivalence_classes(table, spec, tuple(names))
-    codes = pd.Index(spec.sensitive_values).get_indexer(table[spec.sensitive].astype(str))
-    first = pd.Series(np.arange(len(table))).groupby(classes).first().to_numpy()
-    size = np.bincount(classes).astype(np.float64)
+    classes, first, size = _classes(table, spec, tuple(names))
+    codes = sensitive_codes(table, spec)
+    size = size.astype(np.float64)
     c3 = np.zeros(len(size))
     if len(counterfeits) and "group_id" in table.columns and table["group_id"].notna().all():
         gid = table["group_id"].to_numpy()[first]
@@ -323,7 +310,8 @@ def query_error(
 ) -> float:
     """Workload error (Xiao-Tao §5.2; taxonomy Def. 51): the median of ``|act - est| / act`` over a workload of
     ``random_queries``; queries whose exact answer is 0 have no relative error and are left out (NaN if all
-    are). Deterministic given ``rng`` (default: seed 0)."""
+    are). Deterministic given ``rng`` (default: seed 0). O(queries * (rows + groups) * d): ``query_actual`` and
+    ``query_estimate``."""
     rng = rng if rng is not None else np.random.default_rng(0)
     names = tuple(released_attributes(table, spec))
     lo, hi = random_queries(snapshot, spec, theta, queries, rng, names)
@@ -339,7 +327,8 @@ def summarise(
 ) -> dict[str, float]:
     """The utility figures of one release for the manifest and the Dagster UI: ``lm``, ``ncp``,
     ``discernibility``, ``query_error`` (median relative error at theta = 0.1 over ``queries`` queries, seed 0;
-    NaN without the ``snapshot`` the actual answers come from), ``rows``, ``groups``, ``counterfeits``."""
+    NaN without the ``snapshot`` the actual answers come from), ``rows``, ``groups``, ``counterfeits``. The cost
+    is ``query_error``'s (the metrics before it are O(n log n))."""
     error = float("nan") if snapshot is None else query_error(table, snapshot, counterfeits, spec, 0.1, queries)
     return {
         "lm": loss_metric(table, spec),
@@ -347,6 +336,6 @@ def summarise(
         "discernibility": discernibility(table, spec),
         "query_error": error,
         "rows": float(len(table)),
-        "groups": float(equivalence_classes(table, spec).max() + 1) if len(table) else 0.0,
+        "groups": float(len(_classes(table, spec)[1])) if len(table) else 0.0,
         "counterfeits": float(counterfeits["count"].sum()) if len(counterfeits) else 0.0,
     }

@@ -1,0 +1,167 @@
+"""Values as integers: the one home of the value -> code and value -> rank kernels every model and the judge share.
+
+- Sensitive value -> code: ``codes_in`` (a fixed vocabulary, -1 outside it: the spec's domain), ``value_codes``
+  (an open vocabulary: the domain first, unseen values after; the verifiers check tables without a spec) and
+  ``sensitive_codes`` (a frame's sensitive column in the spec's domain). One kernel: a hash pass
+  (``pd.factorize``) over the column, then one look-up per distinct value; values compare as text, a null being
+  the text ``"None"`` / ``"nan"``.
+- QI value -> rank: ``qi_values`` (one column: numbers, or leaf ranks in a categorical's taxonomy, the
+  taxonomy's left-to-right leaf order of Xiao-Tao footnote 1) and ``encode`` (the (n, d) matrix of them).
+- Integer keys: ``unique_keys`` (``np.unique`` with first positions, inverse and counts by one stable sort),
+  ``dense_unique`` (uniques and inverse, by counting when the keys span a narrow range), ``unique_rows``
+  (distinct rows of a matrix) and ``dense_ranks`` (per column, the rank of each value among the distinct values,
+  the Mondrian cut search and m-invariance's bucket split both work on ranks).
+
+Everything here is pure numpy/pandas on arrays; nothing reads a release's layout (``grouping``) or a box
+(``intervals``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .spec import Spec
+
+
+# ------------------------------------------------------------------------------------------------- value -> code
+
+
+def _distinct_text(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """``(local, text)``: the position of each value among the column's distinct values, and their text. One hash
+    pass, O(n); a null is a value of its own (``use_na_sentinel=False``)."""
+    local, uniques = pd.factorize(values, use_na_sentinel=False)
+    return local, pd.Index(uniques).astype(str)
+
+
+def codes_in(values: pd.Series, vocabulary: Sequence[str]) -> np.ndarray:
+    """Codes of ``values`` in a fixed ``vocabulary`` (-1 for a value outside it), compared as text.
+
+    One hash pass over the column and one look-up per distinct value: O(n + distinct). The kernel behind every
+    sensitive-value code (Xiao-Tao Def. 16's signatures, the attacks' candidate sets) and every categorical leaf
+    rank (``qi_values``).
+    """
+    local, text = _distinct_text(values)
+    return pd.Index(vocabulary).get_indexer(text)[local]
+
+
+def value_codes(values: pd.Series, domain: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``values`` in an open vocabulary, and the vocabulary: ``domain`` first, the values outside it
+    after, sorted. A verifier reads any table, also values its spec's domain lacks, and must still name them.
+    O(n + distinct log distinct)."""
+    local, text = _distinct_text(values)
+    known = list(domain or ())
+    vocabulary = known + sorted(set(text) - set(known))
+    return pd.Index(vocabulary).get_indexer(text)[local], vocabulary
+
+
+def sensitive_codes(table: pd.DataFrame, spec: Spec) -> np.ndarray:
+    """The sensitive column of ``table`` as codes into ``spec.sensitive_values`` (a bound spec), -1 for a value
+    outside the domain (e.g. the null of a release that leaves the sensitive attribute out). O(n)."""
+    return codes_in(table[spec.sensitive], spec.sensitive_values)
+
+
+# -------------------------------------------------------------------------------------------------- value -> rank
+
+
+def qi_values(values: pd.Series, spec: Spec, name: str) -> np.ndarray:
+    """One quasi-identifier column as float64: a numeric attribute's values, a categorical's leaf ranks in its
+    taxonomy (-1 for a value that is no leaf). A published ``A__lo``/``A__hi`` bound is in the same units, so a
+    point-in-box test compares the two directly (Xiao-Tao Def. 2 (2)). Needs a bound spec. O(n)."""
+    qi = spec.quasi_identifiers[name]
+    if qi.numeric:
+        return values.to_numpy(dtype=np.float64)
+    return codes_in(values, qi.taxonomy.leaves).astype(np.float64)
+
+
+def encode(snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
+    """The quasi-identifiers (default: all of the spec's, in spec order) of a validated snapshot as an (n, d)
+    float64 matrix of ``qi_values``: numbers, categoricals as leaf ranks. Needs a bound spec. O(n d)."""
+    names = attributes or tuple(spec.quasi_identifiers)
+    out = np.empty((len(snapshot), len(names)), dtype=np.float64)
+    for j, name in enumerate(names):
+        out[:, j] = qi_values(snapshot[name], spec, name)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- unique and ranks
+
+
+def _narrow(keys: np.ndarray) -> bool:
+    """Integer keys spanning a range not much wider than their number (group ids 1..g): counting beats sorting."""
+    return len(keys) > 0 and int(keys.max()) - int(keys.min()) <= 4 * len(keys)
+
+
+def unique_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index, return_inverse, return_counts)`` for int64 keys: ``(uniques, first,
+    inverse, counts)``, ``first`` the first position of each distinct key. By counting, O(n), when the keys span
+    a narrow range (``_narrow``: a release's group ids), else by one stable argsort, O(n log n) (numpy's
+    hash-based unique is several times slower on millions of distinct keys)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if _narrow(keys):
+        low = int(keys.min())
+        offset = keys - low
+        counts = np.bincount(offset)
+        present = counts > 0
+        inverse = (np.cumsum(present) - 1)[offset]
+        first = np.full(len(counts), len(keys), dtype=np.int64)
+        np.minimum.at(first, offset, np.arange(len(keys)))
+        return np.flatnonzero(present) + low, first[present], inverse, counts[present]
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    start = np.r_[True, ordered[1:] != ordered[:-1]] if len(keys) else np.zeros(0, dtype=bool)
+    rank = np.cumsum(start) - 1
+    inverse = np.empty(len(keys), dtype=np.int64)
+    inverse[order] = rank
+    counts = np.diff(np.r_[np.flatnonzero(start), len(keys)])
+    return ordered[start], order[start], inverse, counts
+
+
+def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(uniques, inverse)`` of integer ids, as ``np.unique(ids, return_inverse=True)``: ``unique_keys`` without
+    the first positions and counts, which the models' hot path (10M rows) does not need: O(n) by counting when
+    the ids span a narrow range (group ids 1..g), else the sort of ``unique_keys``, O(n log n)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if not _narrow(ids):
+        uniques, _, inverse, _ = unique_keys(ids)
+        return uniques, inverse
+    low = int(ids.min())
+    present = np.bincount(ids - low) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, rank[ids - low]
+
+
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(distinct, inverse, counts)``: the distinct rows of a 2-D array (sorted), the distinct row of each input
+    row and how many input rows each has. O(n d log n)."""
+    distinct, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    return distinct, inverse.reshape(-1), counts
+
+
+def dense_ranks(X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per column of ``X`` (n, d), the rank of each value among the column's distinct values (ties share a rank,
+    0 is the smallest) and -1 for NaN (a counterfeit has no QI values); and each column's distinct values, in
+    rank order. Ranks are int32 (int64 beyond 2^31 rows). O(n d log n).
+
+    The one dense-rank kernel of the models: Mondrian (LeFevre et al.; ``models.mondrian.partition``) reads the
+    ranks as they are; m-invariance's bucket split (``models.m_invariance._rank_codes``) shifts them by one (0 for
+    a counterfeit) into the smallest unsigned type and keeps the values as its look-up table.
+    """
+    n, d = X.shape
+    ranks = np.full((n, d), -1, dtype=np.int32 if n < 2**31 else np.int64)
+    values = []
+    for j in range(d):
+        column = X[:, j]
+        known = ~np.isnan(column)
+        if known.all():  # a sort and a search: 2-3x faster than np.unique's inverse (an argsort) on millions
+            distinct = np.unique(column)
+            ranks[:, j] = np.searchsorted(distinct, column)
+        else:
+            distinct = np.unique(column[known])
+            ranks[known, j] = np.searchsorted(distinct, column[known])
+        values.append(distinct)
+    return ranks, values

@@ -1,0 +1,233 @@
+"""The intersection and critical absence/addition attacks (taxonomy §IV-B1, Defs. 13 and 17; Xiao-Tao Def. 15,
+Lemmas 1-2), and the candidate sensitive sets every attack on values starts from.
+
+The adversary knows each individual's QI values and lifespan (``history.snapshots``, Xiao-Tao Def. 6 B(n)); the
+true sensitive values never narrow a candidate set, they only tell whether an inference hit (``contains_true``).
+A candidate set is a row of a boolean matrix over ``spec.sensitive_values``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from ...encoding import codes_in, encode, sensitive_codes
+from ...grouping import class_boxes, pack_bits, popcount, released_attributes, unpack_bits
+from ...intervals import contained_union
+from ..history import Bound, History, Report
+from ..report import attack_report, nobody_attacked, skipped
+
+#: The default bound of an attack run outside a model (``Bound``): only disclosure, a single candidate, counts.
+NO_DISCLOSURE = Bound()
+
+
+def candidate_sets(history: History, release_id: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Xiao-Tao Def. 15 / taxonomy Def. 13 step 1 for one release: each individual of T(j) with its candidate
+    sensitive set CSS(j), the union of the sensitive values of every class whose box contains the individual's
+    QI values on the attributes the release publishes.
+
+    Returns ``(individuals, css)``: the snapshot rows of T(j) (``id``, sensitive) and a boolean matrix
+    (individuals x ``spec.sensitive_values``). A release without the sensitive attribute (V0 of Shmueli-Tassa,
+    a projection without it) narrows nothing: every value stays a candidate. Memoised in
+    ``history.candidate_sets``; O(n log n + containments) the first time (``intervals.contained_pairs``).
+    """
+    spec = history.spec
+    snap = history.snapshot(release_id)
+    css = history.candidate_sets.get(release_id)
+    if css is None or css.shape != (len(snap), len(spec.sensitive_values)):
+        css = history.candidate_sets[release_id] = _candidate_matrix(history, release_id, snap)
+    return snap[[spec.id, spec.sensitive]], css
+
+
+def _candidate_matrix(history: History, release_id: int, snap: pd.DataFrame) -> np.ndarray:
+    """The candidate sensitive sets of ``candidate_sets``, computed from the release and the snapshot."""
+    spec = history.spec
+    table = history.release(release_id)
+    if table[spec.sensitive].isna().all():
+        return np.ones((len(snap), len(spec.sensitive_values)), dtype=bool)
+    names = released_attributes(table, spec)
+    _, lo, hi, counts = class_boxes(table, spec, names)
+    points = encode(snap, spec, tuple(names))
+    union = contained_union(points, lo, hi, pack_bits(counts > 0))
+    return unpack_bits(union, len(spec.sensitive_values))
+
+
+#: The name of the intersection attack's entry in the judge's memo (``History.memo``).
+RUNS = "intersection"
+
+
+def intersection_runs(history: History) -> pd.DataFrame:
+    """The intersection attack's state after the last release: one row per (individual, maximal run of
+    appearances with one sensitive value; an absence does not end a run), in order of the individual's first
+    appearance then of the run's: ``person`` (that order), ``id``, ``first``, ``last``, ``value`` (code of the
+    run's sensitive value in ``spec.sensitive_values``, -1 outside it), ``latest`` (the individual's latest run),
+    ``w0..`` (the intersection of the run's candidate sets as uint64 words, ``grouping.pack_bits``).
+
+    Incremental: the memo of release n-1 (``History.memo[(RUNS, n-1)]``, a function of releases 1..n-1 alone)
+    with release n folded in, else every release folded from an empty state; either way the result is recorded
+    as ``History.memo[(RUNS, n)]`` (and read from there when asked again). One fold reads release j's candidate sets (``candidate_sets``) and its
+    snapshot's ids and values only: O(n_j + individuals seen) (a hash look-up of release j's ids among the
+    latest runs, a word-wise AND, an append), so judging release n costs O(n_n + individuals seen), not
+    O(history).
+    """
+    ids = history.release_ids
+    if not ids:
+        return _fold(history, None, [])
+    if (RUNS, ids[-1]) in history.memo:  # folded already for this history (another attack asked first)
+        return history.memo[(RUNS, ids[-1])]
+    memo = history.memo.get((RUNS, ids[-1] - 1)) if len(ids) > 1 else None
+    state = _fold(history, memo, ids if memo is None else ids[-1:])
+    history.memo[(RUNS, ids[-1])] = state
+    return state
+
+
+def _fold(history: History, state: pd.DataFrame | None, releases: list[int]) -> pd.DataFrame:
+    """``state`` (None: empty) with ``releases`` folded in, in order (``intersection_runs``)."""
+    spec = history.spec
+    words = max(1, -(-len(spec.sensitive_values) // 64))
+    columns = [f"w{w}" for w in range(words)]
+    if state is None:
+        state = pd.DataFrame({"person": pd.Series([], dtype=np.int64), spec.id: pd.Series([], dtype=object),
+                              "first": pd.Series([], dtype=np.int64), "last": pd.Series([], dtype=np.int64),
+                              "value": pd.Series([], dtype=np.int64), "latest": pd.Series([], dtype=bool),
+                              **{c: pd.Series([], dtype=np.uint64) for c in columns}})
+    for j in releases:
+        who, css = candidate_sets(history, j)
+        bits = pack_bits(css)
+        value = codes_in(who[spec.sensitive], spec.sensitive_values)
+        latest = np.flatnonzero(state["latest"].to_numpy())
+        at = pd.Index(state[spec.id].to_numpy()[latest]).get_indexer(who[spec.id].to_numpy())
+        row = np.r_[latest, -1][at]  # the individual's latest run, -1 for a first appearance
+        same = (row >= 0) & (np.r_[state["value"].to_numpy(np.int64), 0][row] == value)
+        keep = row[same]
+        state_bits = state[columns].to_numpy(np.uint64)
+        state_bits[keep] &= bits[same]
+        state[columns] = state_bits
+        state.loc[keep, "last"] = j
+        fresh = ~same
+        ended = row[fresh & (row >= 0)]
+        state.loc[ended, "latest"] = False
+        person = np.r_[state["person"].to_numpy(np.int64), -1][row]
+        unseen = fresh & (row < 0)
+        person[unseen] = (state["person"].max() + 1 if len(state) else 0) + np.arange(int(unseen.sum()))
+        added = pd.DataFrame({"person": person[fresh], spec.id: who[spec.id].to_numpy()[fresh], "first": j,
+                              "last": j, "value": value[fresh], "latest": True,
+                              **{c: bits[fresh, w] for w, c in enumerate(columns)}})
+        state = pd.concat([state, added], ignore_index=True) if len(state) else added
+    return state.sort_values(["person", "first"], kind="stable", ignore_index=True)
+
+
+def intersection_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
+    """Intersection attack (taxonomy §IV-B1, Def. 13; Xiao-Tao Def. 15, Lemmas 1 and 2).
+
+    The adversary knows each individual's QI values and lifespan. For each release j it computes the
+    candidate sensitive set CSS(j) (``candidate_sets``); over each maximal run of releases in which the
+    individual keeps its sensitive value it intersects them. By Lemma 2 the true value is in the
+    intersection; by Lemma 1 an intersection of size 1 discloses it (risk 1). Violations: one row per (id,
+    run) whose intersection is smaller than the model's bound: ``id, first, last, size, risk`` (risk
+    ``1/size``, the random-world estimate, Def. 3), ``contains_true``, ``candidates``.
+
+    The runs are kept release by release (``intersection_runs``: the memo of release n-1 and release n's
+    candidate sets), so the cost is O(n_n + individuals seen) plus release n's candidate sets, whatever the
+    number of releases; every figure is still computed exactly over every run of the history.
+    """
+    spec = history.spec
+    if history.snapshots is None:
+        return skipped("intersection", "no snapshots: the adversary's QI values and lifespans are unknown")
+    runs = intersection_runs(history)
+    words = runs[[c for c in runs.columns if c.startswith("w") and c[1:].isdigit()]].to_numpy(np.uint64)
+    inter = unpack_bits(words, len(spec.sensitive_values))
+    size = popcount(words)
+    value = runs["value"].to_numpy(np.int64)
+    frame = pd.DataFrame({
+        spec.id: runs[spec.id].to_numpy(),
+        "first": runs["first"].to_numpy(np.int64),
+        "last": runs["last"].to_numpy(np.int64),
+        "size": size,
+        "risk": 1.0 / np.maximum(size, 1),
+        "contains_true": (value >= 0) & inter[np.arange(len(runs)), np.maximum(value, 0)],
+    })
+    extra = {"true_value_missed": int((~frame["contains_true"]).sum())}
+    return attack_report("intersection", frame, size, bound.values, spec.sensitive_values, inter, extra)
+
+
+#: The name of the critical attack's entry in the judge's memo (``History.memo``).
+CRITICAL = "critical"
+
+
+def critical_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
+    """Critical absence and critical addition (taxonomy Def. 17, Example 6; Xiao-Tao §1.1).
+
+    For each pair of consecutive releases the adversary compares the published count ``c(s)`` of each sensitive
+    value (counterfeits included: they are indistinguishable). Individuals that left (D) and arrived (A) are
+    known from their lifespans; counterfeits of release j, single-timestamp tuples (Xiao-Tao Table 4), count as
+    departures of j and arrivals of their own release (R(j) gives their number). With no sensitive updates,
+    ``c_{i+1}(s) - c_i(s)`` = arrivals with s - departures with s; when the decreases add up to |D|, the
+    departures' values are exactly the decreases (critical absence), and when the increases add up to |A|, the
+    arrivals' values are exactly the increases (critical addition). A departed (arrived) individual's candidate
+    set is then its CSS in the release it was last (first) seen in, intersected with the decreased (increased)
+    values. Violations: ``id, release_id, kind, size, risk, contains_true, candidates`` below the bound.
+
+    Incremental: the individuals attacked over the pairs up to release n-1 are the memo of release n-1
+    (``History.memo[(CRITICAL, n-1)]``), so judging release n compares the pair (n-1, n) only: O(n_{n-1} + n_n
+    + values) plus the candidate sets of those two releases when the pair has a critical change; without the memo
+    every pair is compared (O(releases x (n + values))). The result is recorded as the memo of release n.
+    """
+    spec = history.spec
+    if history.snapshots is None:
+        return skipped("critical", "no snapshots: lifespans are unknown")
+    ids = history.release_ids
+    if len(ids) < 2:
+        return skipped("critical", "a single release has no absence or addition")
+    state = history.memo.get((CRITICAL, ids[-1] - 1))
+    pairs = list(itertools.pairwise(ids)) if state is None else [(ids[-2], ids[-1])]
+    frames = [] if state is None else [state]
+    for before, after in pairs:
+        frames += _critical_pair(history, before, after)
+    words = max(1, -(-len(spec.sensitive_values) // 64))
+    columns = [f"w{w}" for w in range(words)]
+    state = (pd.concat(frames, ignore_index=True) if frames else
+             pd.DataFrame({spec.id: pd.Series([], dtype=object), "release_id": pd.Series([], dtype=np.int64),
+                           "kind": pd.Series([], dtype=object), "value": pd.Series([], dtype=np.int64),
+                           **{c: pd.Series([], dtype=np.uint64) for c in columns}}))
+    history.memo[(CRITICAL, ids[-1])] = state
+    if not len(state):
+        return nobody_attacked("critical", bound.values)
+    bits = state[columns].to_numpy(np.uint64)
+    cand = unpack_bits(bits, len(spec.sensitive_values))
+    size = popcount(bits)
+    truth = state["value"].to_numpy(np.int64)
+    out = pd.DataFrame({spec.id: state[spec.id].to_numpy(), "release_id": state["release_id"].to_numpy(np.int64),
+                        "kind": state["kind"].to_numpy(), "size": size, "risk": 1.0 / np.maximum(size, 1),
+                        "contains_true": (truth >= 0) & cand[np.arange(len(state)), np.maximum(truth, 0)]})
+    return attack_report("critical", out, size, bound.values, spec.sensitive_values, cand)
+
+
+def _critical_pair(history: History, before: int, after: int) -> list[pd.DataFrame]:
+    """The individuals critical absence (release ``before``) and critical addition (release ``after``) attack
+    between two consecutive releases (``critical_attack``): ``id, release_id, kind, value`` (code of the true
+    value) and their candidate sets as words ``w0..``. O(n_before + n_after + values), plus the two releases'
+    candidate sets when a change is critical."""
+    spec = history.spec
+    fakes = history.counterfeits
+    fakes = fakes[fakes["release_id"].isin([before, after])].groupby("release_id")["count"].sum() if len(fakes) else {}
+    S = len(spec.sensitive_values)
+    codes = {j: sensitive_codes(history.release(j), spec) for j in (before, after)}
+    change = np.bincount(codes[after][codes[after] >= 0], minlength=S) - np.bincount(
+        codes[before][codes[before] >= 0], minlength=S)
+    members = {j: history.snapshot(j)[spec.id] for j in (before, after)}
+    out = []
+    for kind, release, other, sign in (("absence", before, after, -1), ("addition", after, before, 1)):
+        moved = ~members[release].isin(members[other]).to_numpy()
+        movers = int(moved.sum()) + int(fakes.get(release, 0))
+        delta = np.clip(sign * change, 0, None)
+        if movers == 0 or delta.sum() != movers:
+            continue
+        who, css = candidate_sets(history, release)
+        bits = pack_bits(css[moved] & (delta > 0))
+        out.append(pd.DataFrame({spec.id: who[spec.id].to_numpy()[moved], "release_id": release, "kind": kind,
+                                 "value": codes_in(who[spec.sensitive][moved], spec.sensitive_values),
+                                 **{f"w{w}": bits[:, w] for w in range(bits.shape[1])}}))
+    return out

@@ -1,0 +1,140 @@
+"""Shmueli-Tassa (sequential l-diversity over possible worlds): Defs. 3.1-3.2, §3-5.
+
+- ``admits_world``: Def. 3.1, one release admits one world (a bijection of generalising pairs), as a maximum
+  flow;
+- ``world_diversity``: Def. 3.2, the set E of worlds links no individual to one value in more than |E|/l worlds;
+- ``sequential_l_diversity``: both over a history (Thm. 4.1), with tuples that come and go (§5);
+- ``worlds_from_permutations``: the stored fake worlds (Eq. (5), (8)) as full tables.
+
+Releases may be non-homogeneous (``group_id`` null: per-tuple generalisation, Eq. (2)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import maximum_flow
+
+from ...encoding import qi_values, unique_rows
+from ...grouping import released_attributes
+from ...intervals import contained_pairs
+from ...spec import Spec
+from ..history import Report
+from ..report import verifier_report
+
+
+def worlds_from_permutations(truth: pd.DataFrame, permutations: pd.DataFrame, spec: Spec) -> dict[str, pd.DataFrame]:
+    """Full tables of the fake worlds stored as ``private.possible_world(world, <id>, source_<id>)``.
+
+    World tuple of ``<id>`` = the identifier and QIs of ``<id>`` with the non-identifiers and sensitive value of
+    ``source_<id>`` (Shmueli-Tassa Eq. (5) and (8)). Two merges per world: O(worlds x n log n).
+    """
+    source = f"source_{spec.id}"
+    carried = truth[[spec.id, *spec.non_identifiers, spec.sensitive]].rename(columns={spec.id: source})
+    own = truth[[spec.id, *spec.quasi_identifiers]]
+    worlds = {}
+    for name, perm in permutations.groupby("world", sort=True):
+        world = perm[[spec.id, source]].merge(own, on=spec.id).merge(carried, on=source)
+        worlds[str(name)] = world.drop(columns=source)[truth.columns.intersection(spec.columns)]
+    return worlds
+
+
+def _exact_attributes(release: pd.DataFrame, spec: Spec) -> list[str]:
+    """The exact attributes a release publishes: non-identifiers and sensitive value not null in every row (an
+    attribute null in some rows only is matched as released, so its nulls match nothing: strict)."""
+    return [c for c in (*spec.non_identifiers, spec.sensitive) if c in release.columns and release[c].notna().any()]
+
+
+def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: Spec) -> tuple[bool, pd.DataFrame]:
+    """Does one release admit the world (Shmueli-Tassa Def. 3.1)? A bijection must pair every world tuple with a
+    released row that generalises it: the tuple's QI values lie in the row's intervals (leaf ranks for
+    categoricals; a suppressed attribute, null bounds in a row, §2.1, covers everything) and its released
+    non-identifiers and sensitive value equal the row's.
+
+    Identical boxes and identical world points are merged into types, so the question is a transportation
+    problem: a maximum flow source -> box types (row counts) -> point types they cover -> sink (tuple counts),
+    admitted iff the flow saturates every tuple (Hall's condition; scipy ``maximum_flow``, Dinic). Returns
+    ``(admitted, unmatched)`` where ``unmatched`` lists the world tuples (by id) of point types left unsaturated.
+    Edges: ``intervals.contained_pairs`` with the block of equal exact attributes as one more (point) column.
+    O(n log n + edges) plus the flow.
+    """
+    qis, exact = released_attributes(release, spec), _exact_attributes(release, spec)
+    if len(release) != len(world):
+        unmatched = world[[spec.id]].assign(detail=f"{len(world)} world tuples, {len(release)} released rows")
+        return False, unmatched
+    block_keys = pd.concat([release[exact].astype(str), world[exact].astype(str)], ignore_index=True)
+    block = block_keys.groupby(exact, sort=False).ngroup().to_numpy() if exact else np.zeros(len(block_keys), int)
+    rb, wb = block[: len(release)], block[len(release):]
+    lo = release[[f"{q}__lo" for q in qis]].to_numpy(dtype=np.float64).reshape(len(release), len(qis))
+    hi = release[[f"{q}__hi" for q in qis]].to_numpy(dtype=np.float64).reshape(len(release), len(qis))
+    point = np.stack([qi_values(world[q], spec, q) for q in qis], axis=1) if qis else np.zeros((len(world), 0))
+    if qis and len(point):  # a suppressed cell covers the whole domain: bounds just outside every value
+        lo = np.where(np.isnan(lo), point.min(axis=0) - 1, lo)
+        hi = np.where(np.isnan(hi), point.max(axis=0) + 1, hi)
+    boxes, _, box_count = unique_rows(np.column_stack([rb, lo, hi]))
+    points, point_of, point_count = unique_rows(np.column_stack([wb, point]))
+    d = len(qis)
+    p_idx, b_idx = contained_pairs(points, boxes[:, : 1 + d], np.column_stack([boxes[:, :1], boxes[:, 1 + d:]]))
+    nb, npt = len(boxes), len(points)
+    sink = nb + npt + 1
+    tail = np.concatenate([np.zeros(nb, int), 1 + b_idx, 1 + nb + np.arange(npt)])
+    head = np.concatenate([1 + np.arange(nb), 1 + nb + p_idx, np.full(npt, sink)])
+    cap = np.concatenate([box_count, np.minimum(box_count[b_idx], point_count[p_idx]), point_count])
+    graph = csr_array((cap.astype(np.int32), (tail, head)), shape=(sink + 1, sink + 1))
+    flow = maximum_flow(graph, 0, sink)
+    if flow.flow_value == len(world):
+        return True, world[[spec.id]].iloc[:0].assign(detail=pd.Series(dtype=str))
+    edges = flow.flow.tocoo()
+    to_sink = edges.col == sink
+    into_sink = np.zeros(npt, dtype=np.int64)
+    np.add.at(into_sink, edges.row[to_sink] - (1 + nb), edges.data[to_sink])
+    short = np.flatnonzero(into_sink < point_count)
+    bad = np.isin(point_of, short)
+    missing = (point_count - into_sink)[point_of[bad]]
+    unmatched = world.loc[bad, [spec.id]].assign(
+        detail=[f"{k} tuple(s) of this QI point and {', '.join(exact)} have no released row left" for k in missing])
+    return False, unmatched.reset_index(drop=True)
+
+
+def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: Spec, l: float) -> Report:  # noqa: E741
+    """Shmueli-Tassa Def. 3.2: the set E of worlds (the true one included) is l-diverse when no individual is
+    linked to one sensitive value in more than |E|/l of the worlds. One violation per (individual, value).
+    O(worlds x n log n)."""
+    stacked = pd.concat([w[[spec.id, spec.sensitive]].assign(world=name) for name, w in worlds.items()])
+    links = stacked.groupby([spec.id, spec.sensitive]).size().rename("worlds").reset_index()
+    bad = links[links["worlds"] * l > len(worlds)].reset_index(drop=True)
+    bad["rule"] = f"Shmueli-Tassa Def. 3.2: |E[v, s]| / |E| <= 1/l = {1 / l:.3g}"
+    bad["detail"] = [f"linked to {s!r} in {k} of {len(worlds)} worlds" for s, k in zip(bad[spec.sensitive],
+                                                                                        bad["worlds"], strict=True)]
+    return verifier_report("world_diversity", bad, worlds=len(worlds), l=l)
+
+
+def sequential_l_diversity(
+    releases: pd.DataFrame, worlds: Mapping[str, pd.DataFrame], spec: Spec, l: float,  # noqa: E741
+    snapshots: pd.DataFrame | None = None,
+) -> list[Report]:
+    """Shmueli-Tassa §3-4: every release admits every world of E (Def. 3.1; the true world among them), and E is
+    l-diverse (Def. 3.2), so that no individual is linked to a value with probability above 1/l (Thm. 4.1).
+
+    ``releases``: published rows with ``release_id`` (``group_id`` may be null). ``worlds``: name -> full table.
+    ``snapshots``: when tuples come and go (§5), each release is matched against the world restricted to the ids
+    of its snapshot. Returns ``[worlds_admitted, world_diversity]`` (named apart from the ``possible_worlds`` attack
+    and stage, since the pipeline keys its checks by report name). O(releases x worlds) ``admits_world`` calls.
+    """
+    parts, checked = [], 0
+    for release_id, release in releases.groupby("release_id", sort=True):
+        present = None if snapshots is None else snapshots.loc[snapshots["release_id"] == release_id, spec.id]
+        for name, world in worlds.items():
+            table = world if present is None else world[world[spec.id].isin(present)]
+            ok, unmatched = admits_world(release.reset_index(drop=True), table.reset_index(drop=True), spec)
+            checked += 1
+            if not ok:
+                parts.append(unmatched.assign(release_id=release_id, world=name,
+                                              rule="Shmueli-Tassa Def. 3.1: the release admits the possible world"))
+    violations = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["release_id", "world", spec.id, "rule", "detail"])
+    admitted = verifier_report("worlds_admitted", violations, checks=checked, worlds=len(worlds))
+    return [admitted, world_diversity(worlds, spec, l)]

@@ -1,0 +1,171 @@
+"""Wang-Fung ((X, Y)-privacy of sequential releases, KDD 2006): Defs. 3.1-3.2 on the join of two releases.
+
+The adversary joins the current release T1 with a previous one T2 on their common attributes (§3.3): two values
+match when they lie on one generalisation path (their leaf ranges overlap) and no declared semantic
+inconsistency holds. ``join_statistics`` counts the join's records per value of (X, Y) from matching partitions,
+without materialising the join (§5.3-5.4); ``xy_anonymity`` (Def. 3.1) and ``xy_linkability`` (Def. 3.2) read
+the counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ....errors import SpecError
+from ..history import Report
+from ..report import verifier_report
+
+#: A semantic inconsistency (Wang-Fung §3.3): ``(attribute of T1, value, attribute of T2, value)``; the two values
+#: and all their specialisations never describe the same record.
+Inconsistency = tuple[str, str, str, str]
+
+
+def _node_range(name: str, taxonomies: Mapping, labels: Iterable[str]) -> Callable[[str], tuple[int, int]]:
+    """``range_of(label)``: the leaf-rank range of a value of attribute ``name``.
+
+    With a taxonomy, the range of the node the label names (a label naming no node is a SpecError). Without one,
+    each of ``labels`` is its own leaf and any other label covers nothing (-1, -1). O(nodes) to build.
+    """
+    taxonomy = taxonomies.get(name)
+    if taxonomy is None:
+        nodes = {v: (i, i) for i, v in enumerate(sorted({str(v) for v in labels}))}
+    else:
+        nodes = {n.name: (n.lo, n.hi) for n in taxonomy.nodes}
+
+    def range_of(label: str) -> tuple[int, int]:
+        if str(label) in nodes:
+            return nodes[str(label)]
+        if taxonomy is not None:
+            raise SpecError(f"attribute {name!r}: value {label!r} is not a node of its taxonomy")
+        return (-1, -1)
+
+    return range_of
+
+
+def _ranges(labels: pd.Series, range_of: Callable[[str], tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` leaf ranges of a column of labels (one look-up per distinct label)."""
+    local, uniques = pd.factorize(labels.astype(str))
+    pairs = np.array([range_of(v) for v in uniques], dtype=np.float64).reshape(-1, 2)
+    return pairs[local, 0], pairs[local, 1]
+
+
+def _references(names: Iterable[str], current: pd.DataFrame, previous: pd.DataFrame) -> list[str]:
+    """Join-column names of attribute references: ``T1.A`` / ``T2.A`` as given; a plain ``A`` is the single table
+    holding it, or both ``T1.A`` and ``T2.A`` for a common attribute (Wang-Fung §3.3: X holds both)."""
+    out = []
+    for name in names:
+        if name.startswith(("T1.", "T2.")):
+            table = current if name.startswith("T1.") else previous
+            if name[3:] not in table.columns:
+                raise SpecError(f"(X, Y)-privacy: {name!r} names no column of {name[:2]}")
+            out.append(name)
+        elif name in current.columns and name in previous.columns:
+            out += [f"T1.{name}", f"T2.{name}"]
+        elif name in current.columns or name in previous.columns:
+            out.append(f"T1.{name}" if name in current.columns else f"T2.{name}")
+        else:
+            raise SpecError(f"(X, Y)-privacy: attribute {name!r} is in neither release")
+    return out
+
+
+def join_statistics(
+    current: pd.DataFrame,
+    previous: pd.DataFrame,
+    x: Sequence[str],
+    y: Sequence[str] = (),
+    taxonomies: Mapping | None = None,
+    inconsistent: Iterable[Inconsistency] = (),
+    join_on: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Count statistics of the join of ``current`` (T1) and ``previous`` (T2): one row per distinct value of
+    ``(X, Y)`` with ``records``, the number of join records holding it, without materialising the join.
+
+    Match (§3.3): for every common categorical attribute the two values lie on one generalisation path (their
+    leaf ranges overlap: taxonomy nodes are nested or disjoint), and no declared inconsistency holds (a pair of
+    values, each inside the declared node). Values are readable labels: a generalised value is matched through
+    the node of ``taxonomies[attribute]`` it names (e.g. the bound spec's taxonomies); an attribute without a
+    taxonomy matches on equal values. Continuous attributes are not join attributes (§3.3).
+
+    As in §5.3-5.4 (Tree1, Tree2), T1 is partitioned on X1 ∪ J1 ∪ Y1, T2 on J2 ∪ X2 ∪ Y2, distinct join values
+    are matched once, and each matching partition pair (P1, P2) contributes ``|P1| x |P2|`` records. Columns:
+    ``T1.A`` / ``T2.A`` references (see ``_references``).
+    ``join_on``: the common attributes (default: every column name in both tables except ``release_id``,
+    ``group_id`` and bound columns). O(n1 + n2 + J1 x J2 x attributes + join partitions), J the distinct join
+    values of each side.
+    """
+    taxonomies = taxonomies or {}
+    inconsistent = list(inconsistent)
+    common = list(join_on) if join_on is not None else [
+        c for c in current.columns if c in previous.columns and c not in ("release_id", "group_id")
+        and not c.endswith(("__lo", "__hi"))]
+    j1 = list(dict.fromkeys([*common, *(r[0] for r in inconsistent)]))
+    j2 = list(dict.fromkeys([*common, *(r[2] for r in inconsistent)]))
+    xs, ys = _references(x, current, previous), _references(y, current, previous)
+    keep1 = list(dict.fromkeys([r[3:] for r in xs + ys if r.startswith("T1.")] + j1))
+    keep2 = list(dict.fromkeys([r[3:] for r in xs + ys if r.startswith("T2.")] + j2))
+    p1 = current[keep1].astype(str).value_counts().rename("n1").reset_index()
+    p2 = previous[keep2].astype(str).value_counts().rename("n2").reset_index()
+    p1["j1"] = p1.groupby(j1, sort=False).ngroup() if j1 else 0
+    p2["j2"] = p2.groupby(j2, sort=False).ngroup() if j2 else 0
+    t1 = p1.drop_duplicates("j1")[["j1", *j1]].reset_index(drop=True)
+    t2 = p2.drop_duplicates("j2")[["j2", *j2]].reset_index(drop=True)
+    a, b = np.repeat(np.arange(len(t1)), len(t2)), np.tile(np.arange(len(t2)), len(t1))
+    match = np.ones(len(a), dtype=bool)
+    for name in common:
+        range_of = _node_range(name, taxonomies, [*t1[name].astype(str), *t2[name].astype(str)])
+        (lo1, hi1), (lo2, hi2) = _ranges(t1[name], range_of), _ranges(t2[name], range_of)
+        match &= (lo1[a] <= hi2[b]) & (lo2[b] <= hi1[a])
+    for attr1, value1, attr2, value2 in inconsistent:
+        range1 = _node_range(attr1, taxonomies, t1[attr1].astype(str))
+        range2 = _node_range(attr2, taxonomies, t2[attr2].astype(str))
+        (lo1, hi1), (lo2, hi2) = _ranges(t1[attr1], range1), _ranges(t2[attr2], range2)
+        (u1, v1), (u2, v2) = range1(value1), range2(value2)
+        match &= ~((u1 <= lo1[a]) & (hi1[a] <= v1) & (u2 <= lo2[b]) & (hi2[b] <= v2))
+    pairs = pd.DataFrame({"j1": t1["j1"].to_numpy()[a[match]], "j2": t2["j2"].to_numpy()[b[match]]})
+    joined = p1.rename(columns={c: f"T1.{c}" for c in keep1}).merge(pairs, on="j1").merge(
+        p2.rename(columns={c: f"T2.{c}" for c in keep2}), on="j2")
+    joined["records"] = joined["n1"].astype(np.int64) * joined["n2"].astype(np.int64)
+    return joined.groupby(list(dict.fromkeys(xs + ys)), sort=True)["records"].sum().reset_index()
+
+
+def xy_anonymity(
+    current: pd.DataFrame, previous: pd.DataFrame, x: Sequence[str], y: Sequence[str], k: int, **join
+) -> Report:
+    """Wang-Fung Def. 3.1 on the join: every value x on X co-occurs with at least k distinct values on Y
+    (``a_Y(x) >= k``). ``y`` empty means Y is a key of the join (§5.4 Case 4): ``a_Y(x)`` is the number of join
+    records holding x, i.e. k-anonymity of the join on X. ``join``: see ``join_statistics`` (its cost)."""
+    stats = join_statistics(current, previous, x, y, **join)
+    xs = _references(x, current, previous)
+    if len(y):
+        anonymity = stats.groupby(xs, sort=True).size().rename("anonymity").reset_index()
+    else:
+        anonymity = stats.rename(columns={"records": "anonymity"})
+    bad = anonymity[anonymity["anonymity"] < k].reset_index(drop=True)
+    what = "distinct Y values" if len(y) else "join records"
+    bad["rule"] = f"Wang-Fung Def. 3.1: (X, Y)-anonymity, a_Y(x) >= k={k}"
+    bad["detail"] = [f"x linked to {a} {what}" for a in bad["anonymity"]]
+    return verifier_report("xy_anonymity", bad, k=k, A_Y=int(anonymity["anonymity"].min()),
+                   join_records=int(stats["records"].sum()))
+
+
+def xy_linkability(
+    current: pd.DataFrame, previous: pd.DataFrame, x: Sequence[str], y: Sequence[str], k: float,
+    values: Iterable | None = None, **join
+) -> Report:
+    """Wang-Fung Def. 3.2 on the join: ``l_y(x) = a(y, x) / a(x) <= k`` for every x on X and y on Y (optionally
+    only the sensitive ``values`` y of a single-attribute Y, §3.1). ``join``: see ``join_statistics`` (its
+    cost)."""
+    stats = join_statistics(current, previous, x, y, **join)
+    xs, ys = _references(x, current, previous), _references(y, current, previous)
+    total = stats.groupby(xs)["records"].transform("sum")
+    stats = stats.assign(linkability=stats["records"] / total)
+    if values is not None:
+        stats = stats[stats[ys[0]].isin([str(v) for v in values])]
+    bad = stats[stats["linkability"] > k].reset_index(drop=True)
+    bad["rule"] = f"Wang-Fung Def. 3.2: (X, Y)-linkability, l_y(x) <= k={k:g}"
+    bad["detail"] = [f"{r} of the join records holding x hold y ({p:.0%})" for r, p in
+                     zip(bad["records"], bad["linkability"], strict=True)]
+    return verifier_report("xy_linkability", bad, k=k, L_Y=float(stats["linkability"].max()) if len(stats) else 0.0)

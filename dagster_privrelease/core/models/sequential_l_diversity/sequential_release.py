@@ -1,0 +1,291 @@
+"""Algorithm 2 of Shmueli & Tassa (§4.3-4.4): one release, generalised until it admits every possible world.
+
+Input: T (the validated snapshot), the quasi-identifiers I_R the release publishes (the ``spec`` restricted to
+them), the ℓ possible worlds (``possible_worlds``' compact form, the true world implied), p and the loss. Output:
+V_R, a non-homogeneous (per-tuple, local recoding) generalisation of T|I_R that admits every world (Theorem 4.3),
+published with ``group_id`` null.
+
+1. A random order ψ of the ℓ worlds (Step 1, ``rng``); V_R starts as T_ψ(1)|I_R (Step 2): row r carries the
+   quasi-identifiers of individual r and the suffix (non-identifiers and sensitive value) world ψ(1) gives it.
+2. For every other world W (Steps 3-9): a minimum-cost perfect matching π between V_R's rows and W's tuples, then
+   every row generalised to the closure of itself and its match (Steps 6-8). Edges join rows and tuples of equal
+   suffix (eq. (9)), so the graph is a disjoint union of complete bipartite *components*; a component larger than
+   p is split into *sub-components* of at most p by the partitioning of §4.4 (``sub_components``), and each
+   sub-component is solved by ``scipy.optimize.linear_sum_assignment``. The edge weight
+   dist(v, w) = IL(closure{v, w}) - IL(v) is minimised as IL(closure{v, w}) alone: the IL(v) terms sum to the same
+   constant over every perfect matching, so both weights have the same optimal matchings.
+
+Theorem 4.4 holds by construction: ``release`` reads only T, I_R, the worlds, p, the loss and ``rng``, never the
+release index or an earlier release, so for a given generator it publishes the same table at any point of the
+history, in the same time. Cost per world: the clustering O(N log N · log(N_k / p)), the partition of W
+O(Σ_k N_k² / p · d) (eq. (11)), the matchings O(N p d + N p²) (§4.4); the whole release O(ℓ) times that.
+
+Ambiguities, resolved here: the clustering of V_R^(k) into groups of at most p (§4.4 leaves it open) halves a
+group at the median of its box centres along its widest normalised attribute until no group exceeds p (a k-d
+split: groups of p/2..p semantically close tuples, as Mondrian's cuts); W^(k) is then partitioned exactly as §4.4
+says (the n_1 tuples nearest u_1 by eq. (10), then the n_2 nearest u_2 among the rest, the largest groups first),
+ties to the tuples nearest the group's mean box centre (``_partition_world``). A numeric attribute's published interval is widened to the spec's
+``min_width`` after the closures (upward from the lower bound, as the other models do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ....errors import NotPublishable
+from ...hierarchy import interval_labels, widen
+from ...release import Release
+from ...spec import Spec
+from .information_loss import InformationLoss
+from .possible_worlds import source_column
+
+
+def linear_sum_assignment(*args, **kwargs):
+    """``scipy.optimize.linear_sum_assignment``, imported on first use: importing scipy.optimize costs about 0.5 s
+    of CPU, which loading the package (the CLI, the code location) must not pay for a model it may not run."""
+    from scipy.optimize import linear_sum_assignment as solve
+
+    return solve(*args, **kwargs)
+
+#: Cost entries computed at once when the sub-components of one size are solved (memory bound).
+_COST_ENTRIES = 4_000_000
+
+#: Weight of the tie-break of §4.4's partition (distance to a group's mean centre, at most d) against eq. (10).
+_TIE = 1e-9
+
+
+def world_sources(snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, l: int) -> np.ndarray:  # noqa: E741
+    """(ℓ, N) positions: ``sources[w, n]`` is the tuple of T whose suffix world w gives individual n (eqs. (5),
+    (8)); row 0 is the true world (the identity), rows 1..ℓ-1 the fake worlds of the compact frame ``worlds``.
+
+    NotPublishable when the frame does not hold ℓ - 1 worlds covering every individual of T exactly once (the
+    stage ran on another snapshot, or ℓ changed on a running history). O(ℓ N).
+    """
+    n = len(snapshot)
+    index = pd.Index(snapshot[spec.id])
+    names = np.sort(worlds["world"].unique())
+    if len(names) != l - 1:
+        raise NotPublishable(
+            f"the possible-world set holds {len(names)} fake world(s), but l={l} needs {l - 1}; the worlds are made "
+            f"once for a history (Shmueli-Tassa Alg. 1), so l cannot change on a running one"
+        )
+    sources = np.empty((l, n), dtype=np.int64)
+    sources[0] = np.arange(n)
+    for w, name in enumerate(names, start=1):
+        rows = worlds[worlds["world"] == name]
+        who = index.get_indexer(rows[spec.id])
+        src = index.get_indexer(rows[source_column(spec)])
+        if len(rows) != n or (who < 0).any() or (src < 0).any() or np.bincount(who, minlength=n).max() != 1 \
+                or np.bincount(src, minlength=n).max() != 1:
+            raise NotPublishable(
+                f"possible world {name} does not cover this snapshot's {n} individuals exactly once "
+                f"({len(rows)} rows); run the possible_worlds stage on this snapshot"
+            )
+        sources[w, who] = src
+    return sources
+
+
+def suffix_keys(snapshot: pd.DataFrame, spec: Spec) -> np.ndarray:
+    """Component key of every tuple (eq. (9)): a dense code of its released non-identifiers and sensitive value
+    (this package publishes every non-identifier), nulls equal to nulls. O(N)."""
+    columns = [*spec.non_identifiers, spec.sensitive]
+    return snapshot.groupby(columns, sort=True, dropna=False).ngroup().to_numpy(dtype=np.int64)
+
+
+def sub_components(
+    il: InformationLoss, lo: np.ndarray, hi: np.ndarray, comp_v: np.ndarray, points: np.ndarray, comp_w: np.ndarray,
+    p: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """§4.4: the components of eq. (9) split into sub-components of at most ``p`` rows and as many tuples.
+
+    ``lo``/``hi``: (N, d) V_R's boxes; ``comp_v``: component (dense key) of each row; ``points``: (N, d) W's
+    tuples; ``comp_w``: component of each tuple (same sizes per component). Returns a sub-component id per row
+    and per tuple (a component of at most p keeps its key as id). Rows: k-d halving (module docstring); tuples:
+    §4.4's greedy nearest-to-closure partition, per split component. O(N log N) per halving level plus
+    O(Σ_k N_k² / p · d).
+    """
+    node = comp_v.copy()
+    next_id = int(comp_v.max()) + 1 if len(comp_v) else 0
+    centre = il.centres(lo, hi)
+    while True:
+        size = np.bincount(node)
+        rows = np.flatnonzero(size[node] > p)
+        if not len(rows):
+            break
+        rows = rows[np.argsort(node[rows], kind="stable")]
+        owner = node[rows]
+        starts = np.flatnonzero(np.diff(owner, prepend=-1))
+        seg = np.cumsum(np.diff(owner, prepend=-1) != 0) - 1
+        c = centre[rows]
+        widest = np.argmax(np.maximum.reduceat(c, starts) - np.minimum.reduceat(c, starts), axis=1)
+        along = c[np.arange(len(rows)), widest[seg]]
+        rows = rows[np.lexsort((along, owner))]
+        right = np.arange(len(rows)) - starts[seg] >= size[owner] // 2
+        node[rows[right]] = next_id + seg[right]
+        next_id += len(starts)
+    sub_w = comp_w.copy()
+    count = np.bincount(comp_v)
+    start = np.concatenate(([0], np.cumsum(count)[:-1]))
+    by_v, by_w = np.argsort(comp_v, kind="stable"), np.argsort(comp_w, kind="stable")
+    for k in np.flatnonzero(count > p):
+        part = slice(start[k], start[k] + count[k])
+        _partition_world(il, lo, hi, centre, node, by_v[part], points, by_w[part], sub_w)
+    return node, sub_w
+
+
+def _partition_world(
+    il: InformationLoss, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray, node: np.ndarray, rows: np.ndarray,
+    points: np.ndarray, tuples: np.ndarray, sub_w: np.ndarray,
+) -> None:
+    """§4.4 on one component: its rows' groups by decreasing size n_j, each taking the n_j tuples left nearest to
+    the group's closure u_j by eq. (10) (IL(u_j) is the same for every tuple, so the nearest by IL(closure) alone).
+
+    Ties, which the paper leaves open, go to the tuples nearest the mean of the group's box centres (L1 over the
+    normalised ``centre`` of the rows, weighted by ``_TIE``, far below any loss difference that matters): the
+    closure of up to p tuples is often the whole domain of an attribute (always, for a flat taxonomy), where
+    eq. (10) ties every tuple and an arbitrary choice scatters the tuples that could match a row exactly over other
+    sub-components (LM of a random 20k-row release over two flat attributes: 0.96 with arbitrary ties, 0.77 with
+    this). Both terms depend on one attribute's rank at a time, so a group's distance is d look-ups per tuple in
+    per-attribute tables (``InformationLoss.loss_tables``). Writes the group id of every tuple into ``sub_w``.
+    O(J (N_k d + Σ K_m)) for J groups and N_k tuples."""
+    groups, counts = np.unique(node[rows], return_counts=True)
+    by_group = rows[np.argsort(node[rows], kind="stable")]
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    u_lo, u_hi = il.snap(np.minimum.reduceat(lo[by_group], starts), np.maximum.reduceat(hi[by_group], starts))
+    middle = np.add.reduceat(centre[by_group], starts) / counts[:, None]
+    tables = il.loss_tables(u_lo, u_hi)
+    for m in range(len(tables)):
+        tables[m] += _TIE * np.abs(il.position(m, np.arange(tables[m].shape[1]))[None, :] - middle[:, m : m + 1])
+    order = np.argsort(-counts, kind="stable")
+    left, at = tuples, np.ascontiguousarray(points[tuples].T)  # (d, tuples left): one contiguous row per attribute
+    for j in order[:-1]:
+        dist = tables[0][j][at[0]]
+        for m in range(1, len(tables)):
+            dist += tables[m][j][at[m]]
+        near = np.argpartition(dist, counts[j] - 1)[: counts[j]]
+        sub_w[left[near]] = groups[j]
+        keep = np.ones(len(left), dtype=bool)
+        keep[near] = False
+        left, at = left[keep], at[:, keep]
+    sub_w[left] = groups[order[-1]]
+
+
+def match(
+    il: InformationLoss, lo: np.ndarray, hi: np.ndarray, comp_v: np.ndarray, points: np.ndarray, comp_w: np.ndarray,
+    p: int,
+) -> np.ndarray:
+    """Step 5: the tuple of W (index into ``points``) matched to every row of V_R: a minimum-cost perfect matching
+    within every sub-component (``sub_components``), cost IL(closure{v, w}) (module docstring). Sub-components of
+    one size are costed together in (count, s, s) blocks, then solved one by one with
+    ``linear_sum_assignment``. O(N p d + N p²)."""
+    sub_v, sub_w = sub_components(il, lo, hi, comp_v, points, comp_w, p)
+    vs, ws = np.argsort(sub_v, kind="stable"), np.argsort(sub_w, kind="stable")
+    size = np.bincount(sub_v)
+    start = np.concatenate(([0], np.cumsum(size)[:-1]))
+    matched = np.empty(len(sub_v), dtype=np.int64)
+    d = lo.shape[1]
+    for s in np.unique(size[size > 0]):
+        subs = np.flatnonzero(size == s)
+        at = start[subs][:, None] + np.arange(s)
+        v_idx, w_idx = vs[at], ws[at]
+        if s == 1:
+            matched[v_idx[:, 0]] = w_idx[:, 0]
+            continue
+        step = max(1, _COST_ENTRIES // (s * s * max(d, 1)))
+        for c0 in range(0, len(subs), step):
+            v, w = v_idx[c0 : c0 + step], w_idx[c0 : c0 + step]
+            cost = np.zeros((len(v), s, s))
+            for m in range(d):  # per attribute: contiguous (count, s, s) blocks
+                at_v_lo, at_v_hi, at_w = lo[v, m][:, :, None], hi[v, m][:, :, None], points[w, m][:, None, :]
+                cost += il.attribute_loss(m, np.minimum(at_v_lo, at_w), np.maximum(at_v_hi, at_w))
+            for i in range(len(v)):
+                r, c = linear_sum_assignment(cost[i])
+                matched[v[i, r]] = w[i, c]
+    return matched
+
+
+def sequential_release(
+    il: InformationLoss, keys: np.ndarray, sources: np.ndarray, p: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Algorithm 2. ``il``: T's released quasi-identifiers in rank space; ``keys``: the component key of every
+    tuple's suffix (``suffix_keys``); ``sources``: the worlds (``world_sources``).
+
+    Returns ``(lo, hi, carried)``: row r of V_R has the closure box ``lo[r]..hi[r]`` (ranks) and carries the suffix
+    of tuple ``carried[r]`` of T. Deterministic given ``rng`` (ψ only). Cost: module docstring.
+    """
+    psi = rng.permutation(len(sources))
+    carried = sources[psi[0]]
+    lo, hi = il.ranks.copy(), il.ranks.copy()
+    comp_v = keys[carried]
+    for w in psi[1:]:
+        matched = match(il, lo, hi, comp_v, il.ranks, keys[sources[w]], p)
+        lo, hi = il.snap(np.minimum(lo, il.ranks[matched]), np.maximum(hi, il.ranks[matched]))
+    return lo, hi, carried
+
+
+def release_table(
+    snapshot: pd.DataFrame, spec: Spec, il: InformationLoss, lo: np.ndarray, hi: np.ndarray, carried: np.ndarray,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """The published rows of V_R in the DuckDB contract: ``group_id`` null (non-homogeneous), for each released
+    quasi-identifier ``A``: ``A`` (the taxonomy node's name, or the interval), ``A__lo``, ``A__hi`` (leaf ranks,
+    or values widened to ``min_width``), the non-identifiers and the sensitive value row r carries; rows shuffled
+    with ``rng``. The quasi-identifiers the release leaves out have no columns. O(N d)."""
+    n = len(carried)
+    order = rng.permutation(n)
+    columns: dict[str, object] = {"group_id": pd.array([pd.NA] * n, dtype="Int64")}
+    for j, a in enumerate(il.attributes):
+        l, h = lo[order, j], hi[order, j]  # noqa: E741 - low bound
+        if a.taxonomy is None:
+            low, high = widen(a.values[l], a.values[h], spec.quasi_identifiers[a.name].min_width)
+            columns[a.name] = interval_labels(low, high)
+        else:
+            low, high = l.astype(np.float64), h.astype(np.float64)
+            columns[a.name] = a.taxonomy.node_arrays()[2][a.node(l, h)]
+        columns[f"{a.name}__lo"], columns[f"{a.name}__hi"] = low, high
+    suffix = snapshot[[*spec.non_identifiers, spec.sensitive]].take(carried[order]).reset_index(drop=True)
+    for column in suffix.columns:
+        columns[column] = suffix[column]
+    return pd.DataFrame(columns)
+
+
+def release(
+    snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, rng: np.random.Generator
+) -> Release:
+    """Model ``sequential_l_diversity``'s release of the validated ``snapshot`` with the quasi-identifiers of
+    ``spec`` (already restricted to the release's attributes) and the compact ``worlds``; parameters ``l``, ``p``
+    and ``loss`` from the spec. ``hosting`` lists every individual with a null group (no QI groups)."""
+    params = spec.model.params
+    l, p, loss = int(params["l"]), int(params.get("p", 100)), str(params.get("loss", "LM"))  # noqa: E741
+    attributes = tuple(spec.quasi_identifiers)
+    il = InformationLoss(snapshot, spec, attributes, loss)
+    sources = world_sources(snapshot, spec, worlds, l)
+    lo, hi, carried = sequential_release(il, suffix_keys(snapshot, spec), sources, p, rng)
+    table = release_table(snapshot, spec, il, lo, hi, carried, rng)
+    hosting = pd.DataFrame({spec.id: snapshot[spec.id].to_numpy(),
+                            "group_id": pd.array([pd.NA] * len(snapshot), dtype="Int64")})
+    none = pd.DataFrame({"group_id": pd.Series(dtype=np.int64), "count": pd.Series(dtype=np.int64)})
+    return Release(table, hosting, none, spec.model.name, dict(params), attributes)
+
+
+def non_sequential(
+    snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, releases: Sequence[Sequence[str]],
+    rng: np.random.Generator,
+) -> list[pd.DataFrame]:
+    """The non-sequential approach of §4.5, the baseline: one anonymisation V of the whole table, every release
+    its projection on its attributes. V is Algorithm 2 over every quasi-identifier of ``spec`` with the same
+    worlds, i.e. the same preprocessing (§6.2: "the non-sequential algorithm performs the same preprocessing
+    stage, and then only projects"), which is an ℓ-diverse non-homogeneous anonymisation of T as §4.5 asks.
+    Returns one table per attribute set of ``releases``, each shuffled on its own. Cost: one ``release``.
+    """
+    whole = release(snapshot, spec, worlds, rng).table
+    out = []
+    for attributes in releases:
+        dropped = [f"{a}{suffix}" for a in spec.quasi_identifiers if a not in attributes for suffix in ("", "__lo",
+                                                                                                           "__hi")]
+        table = whole.drop(columns=dropped)
+        out.append(table.take(rng.permutation(len(table))).reset_index(drop=True))
+    return out

@@ -1,0 +1,375 @@
+"""Count statistics of the join of T1 with the earlier releases, from matching partitions (Wang-Fung §5.3-5.4, §7).
+
+The join of §3.3 is never materialised. T1's records are grouped into *Tree1 partitions* (records that share their
+generalised value on X1 = X ∩ att(T1), their join values J1 and their Y1 value); every earlier release T_i is
+grouped once into its static *Tree_i* (rows sharing J_i, then X_i - J_i, then Y_i). A pair of partitions
+(P1, P_i) *matches* when, for every common categorical attribute, their values lie on one generalisation path
+(the leaf-rank ranges of taxonomy nodes overlap iff the nodes are nested: the Consistency Predicate) and no
+declared semantic inconsistency holds between them (the Inconsistency Predicate); distinct join values are
+matched once and every partition pair inherits the verdict. With several earlier releases the join is the star
+join of §7: a record of the join is (t1, t2, ..., tp) with every t_i matching t1.
+
+The *X-tree* (``JoinStatistics.xtree``) holds, for every value x on X present in the join, the statistic the
+requirement needs: for (X, Y)-linkability (Def. 3.2, §5.3) ``a(x) = Σ |P1| x Π |P_i|`` and
+``a(x, y) = Σ |P1[y]| x Π |P_i|`` (or with ``|P_s[y]|`` when Y lies in T_s), reduced to ``L(x) = max_y l_y(x)``
+and the excess ``E(x) = max_y (l_y(x) - k_y)``; for (X, Y)-anonymity (Def. 3.1, §5.4) ``a_Y(x)``, the number of
+distinct Y values co-occurring with x, by the special case of §5.4 that applies (``Case``) or by de-duplicating
+(x, y) over the matching partition pairs when none does.
+
+Names follow the paper: ``x0``.. are T1's generalisation attributes (their cut ids, ``g<j>``) and raw X
+attributes (``xr``); ``x<i>`` is the value of T_i on X_i; ``c`` a join value of T1, ``ci`` one of T_i.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import pandas as pd
+
+ANONYMITY, LINKABILITY = "anonymity", "linkability"
+
+#: ``(attribute of T1, (lo, hi), attribute of T_i, (lo, hi))``: values inside both ranges never match (§3.3).
+Rule = tuple[str, tuple[float, float], str, tuple[float, float]]
+
+
+class Case(IntEnum):
+    """How ``a_Y(x)`` is counted (§5.4). ``GENERAL``: distinct (x, y) over matching partition pairs."""
+
+    GENERAL = 0
+    X_HOLDS_JOIN = 1   # Case 1: X contains every join attribute; a_Y(x) = a_Y1(x1) x Π a_Yi(xi)
+    Y2_KEY = 2         # Case 2: Y2 is a key of T2 (one earlier release, Y1 empty)
+    Y1_KEY = 3         # Case 3: Y1 is a key of T1 and no earlier release holds Y
+    Y_KEY_OF_JOIN = 4  # Case 4: Y is a key of the join (Y empty): a_Y(x) = a(x), the join records holding x
+
+
+@dataclass(frozen=True)
+class Side:
+    """Tree_i of one earlier release T_i (§5.3 Tree2, §7 Tree_i); static, built once.
+
+    parts:    one row per Tree_i partition: ``c`` (join value id), ``x`` (X_i value id), ``y`` (Y_i value id, 0
+              when Y_i is empty), ``n`` (rows).
+    lo, hi:   per join attribute, the range of every join value id (leaf ranks of a categorical attribute; a
+              value's code for an attribute matched on equal values).
+    common:   the attributes T1 and T_i both publish that the Consistency Predicate matches.
+    rules:    the inconsistencies that apply between T1 and T_i.
+    x_labels: readable X_i value of every id; ``y_labels``: readable Y_i value of every id.
+    has_y:    Y_i is not empty; ``y_key``: Y_i is a key of T_i; ``x_holds_join``: J_i ⊆ X_i.
+    """
+
+    release_id: int
+    parts: pd.DataFrame
+    lo: Mapping[str, np.ndarray]
+    hi: Mapping[str, np.ndarray]
+    common: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    x_labels: np.ndarray
+    y_labels: np.ndarray
+    has_y: bool
+    y_key: bool
+    x_holds_join: bool
+
+    @property
+    def join_values(self) -> int:
+        """The number of distinct join values of T_i (the nodes at level |J_i| of Tree_i)."""
+        return int(self.parts["c"].max()) + 1 if len(self.parts) else 0
+
+
+def side_of(release_id: int, join: Mapping[str, tuple[np.ndarray, np.ndarray]], x: np.ndarray, x_labels: np.ndarray,
+            y: np.ndarray, y_labels: np.ndarray, has_y: bool, common: Sequence[str], rules: Sequence[Rule],
+            x_holds_join: bool) -> Side:
+    """Tree_i from T_i's rows: ``join`` maps each join attribute to its per-row ``(lo, hi)``; ``x``, ``y`` are
+    per-row X_i and Y_i value ids. Cost O(rows)."""
+    rows = len(x)
+    if join:
+        keys = pd.DataFrame({f"{a}{e}": v for a, (lo, hi) in join.items() for e, v in (("lo", lo), ("hi", hi))})
+        c = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+        first = pd.Series(np.arange(rows)).groupby(c).first().to_numpy()
+    else:
+        c, first = np.zeros(rows, dtype=np.int64), np.zeros(min(rows, 1), dtype=np.int64)
+    parts = pd.DataFrame({"c": c, "x": x, "y": y}).value_counts(sort=False).rename("n").reset_index()
+    return Side(release_id, parts, {a: lo[first] for a, (lo, _) in join.items()},
+                {a: hi[first] for a, (_, hi) in join.items()}, tuple(common), tuple(rules), x_labels, y_labels,
+                has_y, has_y and len(np.unique(y)) == rows, x_holds_join)
+
+
+def dense_codes(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The id 0..u-1 of each row's tuple over non-negative integer ``columns`` (ids in the tuples' sorted order)
+    and the first row of every id: one mixed-radix key per row when the codes fit 62 bits, else rows sorted
+    lexicographically. Cost O(rows log rows)."""
+    radix = [int(c.max()) + 1 if len(c) else 1 for c in columns]
+    if float(np.prod(radix, dtype=np.float64)) < 2.0 ** 62:
+        key = np.zeros(len(columns[0]), dtype=np.int64)
+        for column, base in zip(columns, radix, strict=True):
+            key = key * base + column
+        _, first, ids = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        _, first, ids = np.unique(np.column_stack(columns), axis=0, return_index=True, return_inverse=True)
+    return ids.reshape(-1), first
+
+
+def matching(lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray], count: int, side: Side) -> pd.DataFrame:
+    """The pairs ``(c, ci)`` of matching join values of T1 (``count`` values, ranges ``lo1``/``hi1``) and T_i
+    (§3.3: Consistency Predicate on ``side.common``, Inconsistency Predicate on ``side.rules``; Observation 1).
+    Cost O(count x |join values of T_i| x |J|)."""
+    m = np.ones((count, side.join_values), dtype=bool)
+    for a in side.common:
+        m &= (lo1[a][:, None] <= side.hi[a][None, :]) & (side.lo[a][None, :] <= hi1[a][:, None])
+    for a1, (u1, v1), a2, (u2, v2) in side.rules:
+        inside1 = (u1 <= lo1[a1]) & (hi1[a1] <= v1)
+        inside2 = (u2 <= side.lo[a2]) & (side.hi[a2] <= v2)
+        m &= ~(inside1[:, None] & inside2[None, :])
+    c, ci = np.nonzero(m)
+    return pd.DataFrame({"c": c, "ci": ci})
+
+
+@dataclass
+class JoinStatistics:
+    """The X-tree of §5.3-5.4 over T1's partitions and the static Tree_i of every earlier release.
+
+    generalised: number of generalisation attributes (cut-id columns ``g0``..).
+    xr_of_static, js_of_static: a T1 record's static code (its raw X attributes and raw join attributes, fixed
+                 during TDS4SA) to its raw-X value id and its raw-join value id.
+    join_cut:    join attributes of T1 that are generalised: attribute -> (cut column, bounds(cut ids) -> lo, hi).
+    join_static: raw join attributes of T1: attribute -> (lo, hi) per raw-join value id.
+    sides:       Tree_i of the earlier releases.
+    kind:        ``anonymity`` or ``linkability``; ``y_side``: the release holding Y for linkability (0: T1,
+                 i: ``sides[i-1]``); ``thresholds``: k_y per Y value id of that release (NaN: y not sensitive).
+    has_y1, y1_key: Y1 is not empty / is a key of T1.
+    case:        the §5.4 case for anonymity (``Case``).
+    t1_holds_join: every join attribute of T1 is in X (J1 ⊆ X1), so each x1 is one Tree1 partition and the
+                 X-tree keeps one row per x1 (``_per_partition``).
+    """
+
+    generalised: int
+    xr_of_static: np.ndarray
+    js_of_static: np.ndarray
+    join_cut: Mapping[str, tuple[int, object]]
+    join_static: Mapping[str, tuple[np.ndarray, np.ndarray]]
+    sides: Sequence[Side]
+    kind: str
+    y_side: int
+    thresholds: np.ndarray
+    has_y1: bool
+    y1_key: bool
+    case: Case
+    t1_holds_join: bool
+
+    def __post_init__(self) -> None:
+        self._aggregates = [self._side_aggregates(i, s) for i, s in enumerate(self.sides, 1)]
+        self._memo: dict[bytes, tuple | None] = {}  # T1 join value -> its per-side statistics (static T_i)
+
+    @property
+    def partitions_need_y(self) -> bool:
+        """Whether Tree1's partitions are split by Y1: not when Y1 is a key of T1 counted per partition (Case 3 of
+        §5.4, or any anonymity with J1 ⊆ X1, ``_per_partition``), where the distinct Y1 values of a partition are
+        its records (|P1|), so partitions stay by X1 ∪ J1."""
+        if not self.has_y1:
+            return False
+        return self.kind == LINKABILITY or not (self.y1_key and (self.t1_holds_join or self.case == Case.Y1_KEY))
+
+    @property
+    def x_t1(self) -> list[str]:
+        """T1's columns of an X-tree row: the cut ids ``g<j>`` and the raw X value ``xr``."""
+        return [f"g{j}" for j in range(self.generalised)] + ["xr"]
+
+    @property
+    def x(self) -> list[str]:
+        """Every column of an x value: T1's, then ``x<i>`` of each earlier release."""
+        return self.x_t1 + [f"x{i}" for i in range(1, len(self.sides) + 1)]
+
+    def _side_aggregates(self, i: int, side: Side) -> dict[str, pd.DataFrame]:
+        """Tree_i's count statistics by (join value, X_i value): rows, rows per Y_i value, (X_i, Y_i) values, and
+        the (join value, X_i value) pairs present."""
+        parts = side.parts.rename(columns={"c": "ci", "x": f"x{i}", "n": f"n{i}"})
+        keys = ["ci", f"x{i}"]
+        return {
+            "rows": parts.groupby(keys, sort=False)[f"n{i}"].sum().reset_index(),
+            "rows_y": parts.rename(columns={"y": "yy"})[[*keys, "yy", f"n{i}"]],
+            "values": parts[keys + (["y"] if side.has_y else [])].rename(columns={"y": f"y{i}"}).drop_duplicates(),
+            "present": parts[keys].drop_duplicates(),
+        }
+
+    def xtree(self, parts: pd.DataFrame) -> pd.DataFrame:
+        """The X-tree rows of the join of T1's partitions ``parts`` (columns ``g0``.., ``s`` static code, ``y``
+        Y1 value id, ``n`` records) with every earlier release: the x columns (``self.x``) and ``a`` (a_Y(x),
+        anonymity) or ``L`` and ``E`` (max_y l_y(x) and max_y l_y(x) - k_y, linkability). Only x values present
+        in the join appear. Cost O(|parts| x matching partitions of each T_i), no record is read."""
+        s = parts["s"].to_numpy()
+        parts = parts.assign(xr=self.xr_of_static[s], js=self.js_of_static[s])
+        keys = [f"g{j}" for j, _ in self.join_cut.values()] + ["js"]
+        parts["c"], first = dense_codes([parts[k].to_numpy() for k in keys])
+        combos = parts.iloc[first]
+        lo1, hi1 = {}, {}
+        for a, (j, bounds) in self.join_cut.items():
+            lo1[a], hi1[a] = bounds(combos[f"g{j}"].to_numpy())
+        js = combos["js"].to_numpy()
+        for a, (lo, hi) in self.join_static.items():
+            lo1[a], hi1[a] = lo[js], hi[js]
+        if self.t1_holds_join:
+            return self._per_partition(parts, lo1, hi1, len(combos))
+        pairs = [matching(lo1, hi1, len(combos), side) for side in self.sides]
+        if self.kind == LINKABILITY:
+            return self._linkability(parts, pairs)
+        return self._anonymity(parts, pairs)
+
+    def _per_partition(self, parts: pd.DataFrame, lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray],
+                       count: int) -> pd.DataFrame:
+        """The X-tree reduced to one row per x1 when J1 ⊆ X1 (the setting of §5.4 Case 1, which §3.3 recommends).
+
+        Then x1 determines its Tree1 partition P1 and hence its join value, the star join (§7) combines every
+        matching t_i with every t1 of P1 independently, and for x = (x1, x2, ..., xp):
+
+        - anonymity: ``a_Y(x) = a_Y1(P1) x Π_i D_i(c, x_i)``, D_i the rows (Y empty, Case 4), the distinct Y_i
+          values, or 1 (Y_i empty) of T_i's partitions holding x_i that match P1's join value c; so the least
+          a_Y(x) over the x's of P1 is ``a_Y1(P1) x Π_i min_{x_i} D_i(c, x_i)``;
+        - linkability: ``l_y(x) = |P1[y]| / |P1|`` for Y in T1 and ``a(x_s, y) / a(x_s)`` over T_s's partitions
+          matching c for Y in T_s (the other factors cancel, as in the proof of Lemma 4.2), maximised alike.
+
+        Each row keeps in ``x<i>`` the x_i attaining the extreme (its witness). P1 without a match in some T_i is
+        not in the join and has no row. The T_i factors depend on the join value alone (Tree_i is static), so they
+        are computed once per join value (``lo1``/``hi1`` of the ``count`` join values of ``parts``) and
+        remembered. Cost O(|parts|) plus, for a join value not met before, its matching T_i partitions."""
+        anonymity = self.kind == ANONYMITY
+        names = sorted(lo1)
+        ranges = np.column_stack([lo1[a] for a in names] + [hi1[a] for a in names] + [np.zeros(count)])
+        keys = [row.tobytes() for row in ranges]
+        todo = [c for c in range(count) if keys[c] not in self._memo]
+        columns = self._side_columns()
+        if todo and self.sides:
+            at = np.array(todo)
+            pairs = [matching({a: v[at] for a, v in lo1.items()}, {a: v[at] for a, v in hi1.items()}, len(todo),
+                              side) for side in self.sides]
+            found = self._side_factors(pairs).set_index("c")[columns]
+            known = dict(zip(found.index, found.itertuples(index=False, name=None), strict=True))
+            for local, c in enumerate(todo):
+                self._memo[keys[c]] = known.get(local)
+        # P1 = (x1, c); ``parts`` rows are P1 or, split by Y1, the distinct (P1, y1): count per P1 id.
+        p1, first = dense_codes([parts[c].to_numpy() for c in self.x_t1 + ["c"]])
+        rows = parts.iloc[first][self.x_t1 + ["c"]].reset_index(drop=True)
+        n = parts["n"].to_numpy()
+        if not anonymity and self.y_side == 0:  # l_y(x) = |P1[y]| / |P1|
+            link = n / np.bincount(p1, weights=n)[p1]
+            k_y = self.thresholds[parts["y"].to_numpy()]
+            rows["L"] = pd.Series(np.where(np.isnan(k_y), 0.0, link)).groupby(p1).max().to_numpy()
+            rows["E"] = pd.Series(np.where(np.isnan(k_y), -np.inf, link - np.nan_to_num(k_y))).groupby(p1).max(
+                ).to_numpy()
+        elif anonymity and self.has_y1 and self.partitions_need_y:  # distinct Y1 values of P1
+            rows["a"] = np.bincount(p1)
+        elif anonymity and (self.has_y1 or self.case == Case.Y_KEY_OF_JOIN):  # |P1|
+            rows["a"] = np.bincount(p1, weights=n).astype(np.int64)
+        elif anonymity:
+            rows["a"] = 1
+        if self.sides:
+            per_c = pd.DataFrame([(c, *self._memo[keys[c]]) for c in range(count) if self._memo[keys[c]] is not None],
+                                 columns=["c", *columns])
+            per_c = per_c.astype({f"x{i}": np.int64 for i in range(1, len(self.sides) + 1)})
+            rows = rows.merge(per_c, on="c")
+            if anonymity:
+                for i in range(1, len(self.sides) + 1):
+                    rows["a"] = rows["a"] * rows.pop(f"f{i}")
+            else:
+                rows = rows.drop(columns=[f"f{i}" for i in range(1, len(self.sides) + 1) if f"f{i}" in rows])
+        return rows[self.x + (["a"] if anonymity else ["L", "E"])]
+
+    def _side_columns(self) -> list[str]:
+        """The columns ``_side_factors`` gives each join value: per T_i its witness ``x<i>`` and its factor
+        ``f<i>``, or ``L`` and ``E`` for the T_i holding Y under linkability."""
+        out = []
+        for i in range(1, len(self.sides) + 1):
+            out += [f"x{i}", "L", "E"] if self.kind == LINKABILITY and i == self.y_side else [f"x{i}", f"f{i}"]
+        return out
+
+    def _side_factors(self, pairs: list[pd.DataFrame]) -> pd.DataFrame:
+        """Per T1 join value ``c`` (of ``pairs``), the extreme factor of each T_i over its x_i and the x_i attaining
+        it (``_per_partition``); join values without a match in some T_i are left out."""
+        per_c = None
+        anonymity = self.kind == ANONYMITY
+        for i, (pair, aggregates, side) in enumerate(zip(pairs, self._aggregates, self.sides, strict=True), 1):
+            xi = f"x{i}"
+            if anonymity and self.case == Case.Y_KEY_OF_JOIN:
+                table = pair.merge(aggregates["rows"], on="ci").groupby(["c", xi], sort=False)[f"n{i}"].sum()
+            elif anonymity and side.has_y:
+                values = pair.merge(aggregates["values"], on="ci").drop_duplicates(["c", xi, f"y{i}"])
+                table = values.groupby(["c", xi], sort=False).size()
+            elif i == self.y_side:
+                rows = pair.merge(aggregates["rows_y"], on="ci").groupby(["c", xi, "yy"], sort=False)[f"n{i}"].sum()
+                rows = rows.reset_index()
+                link = rows[f"n{i}"] / rows.groupby(["c", xi], sort=False)[f"n{i}"].transform("sum")
+                k_y = self.thresholds[rows["yy"].to_numpy()]
+                rows["L"] = np.where(np.isnan(k_y), 0.0, link)
+                rows["E"] = np.where(np.isnan(k_y), -np.inf, link - np.nan_to_num(k_y))
+                table = rows.sort_values(["c", "E", "L"], ascending=[True, False, False], kind="stable")
+                table = table.groupby("c", sort=False).agg(**{xi: (xi, "first"), "L": ("L", "max"),
+                                                               "E": ("E", "first")}).reset_index()
+            else:
+                table = pair.merge(aggregates["present"], on="ci").groupby(["c", xi], sort=False).size().clip(upper=1)
+            if not isinstance(table, pd.DataFrame):
+                table = table.rename(f"f{i}").reset_index().sort_values(["c", f"f{i}"], kind="stable")
+                table = table.drop_duplicates("c")
+            per_c = table if per_c is None else per_c.merge(table, on="c")
+        return per_c
+
+    def _star(self, rows: pd.DataFrame, pairs: list[pd.DataFrame], table: str, keep: list[str],
+              multiply: bool) -> tuple[pd.DataFrame, list[str]]:
+        """Extend T1 rows (``c`` and ``keep`` columns, count ``n``) with the matching partitions of every T_i
+        (§7 star join: each T_i probed from T1's join value). ``multiply``: n *= Tree_i's count; otherwise the
+        rows are de-duplicated instead. Returns the rows and the x columns."""
+        xcols = list(self.x_t1)
+        for i, (pair, aggregates) in enumerate(zip(pairs, self._aggregates, strict=True), 1):
+            rows = rows.merge(pair, on="c").merge(aggregates[table], on="ci").drop(columns="ci")
+            xcols.append(f"x{i}")
+            keep = keep + [c for c in aggregates[table].columns if c.startswith("y") and c not in keep]
+            if multiply:
+                rows["n"] = rows["n"] * rows.pop(f"n{i}")
+                rows = rows.groupby(xcols + ["c"] + keep, sort=False)["n"].sum().reset_index()
+            else:
+                rows = rows.drop_duplicates(xcols + ["c"] + keep)
+        return rows, xcols
+
+    def _linkability(self, parts: pd.DataFrame, pairs: list[pd.DataFrame]) -> pd.DataFrame:
+        """Def. 3.2 via §5.3 Step 2: a(x) += |P1| x Π|P_i|, a(x, y) += the same with the Y side's |P[y]|."""
+        if self.y_side == 0:
+            rows = parts.groupby(self.x_t1 + ["c", "y"], sort=False)["n"].sum().reset_index().rename(
+                columns={"y": "yy"})
+        else:
+            rows = parts.groupby(self.x_t1 + ["c"], sort=False)["n"].sum().reset_index()
+        xcols = list(self.x_t1)
+        for i, (pair, aggregates) in enumerate(zip(pairs, self._aggregates, strict=True), 1):
+            table = aggregates["rows_y" if i == self.y_side else "rows"]
+            rows = rows.merge(pair, on="c").merge(table, on="ci").drop(columns="ci")
+            rows["n"] = rows["n"] * rows.pop(f"n{i}")
+            xcols.append(f"x{i}")
+            rows = rows.groupby(xcols + ["c"] + (["yy"] if "yy" in rows else []), sort=False)["n"].sum().reset_index()
+        a_xy = rows.groupby(xcols + ["yy"], sort=False)["n"].sum().reset_index()
+        a_x = a_xy.groupby(xcols, sort=False)["n"].transform("sum").to_numpy()
+        link = a_xy["n"].to_numpy() / a_x
+        k_y = self.thresholds[a_xy["yy"].to_numpy()]
+        watched = ~np.isnan(k_y)
+        a_xy["L"] = np.where(watched, link, 0.0)
+        a_xy["E"] = np.where(watched, link - np.nan_to_num(k_y), -np.inf)
+        return a_xy.groupby(xcols, sort=False).agg(L=("L", "max"), E=("E", "max")).reset_index()
+
+    def _anonymity(self, parts: pd.DataFrame, pairs: list[pd.DataFrame]) -> pd.DataFrame:
+        """Def. 3.1 via §5.4 on the full X-tree (J1 ⊄ X1; Case 1 implies J1 ⊆ X1 and is ``_per_partition``'s):
+        a_Y(x) by Case 4, 3 or 2 when it applies, else by the distinct (x, y) values over the matching pairs."""
+        case = self.case
+        if case in (Case.Y_KEY_OF_JOIN, Case.Y1_KEY):  # a(x) records, or |P1| once per (P1, x) for a key Y1
+            rows = parts.groupby(self.x_t1 + ["c"], sort=False)["n"].sum().reset_index()
+            rows, xcols = self._star(rows, pairs, "rows" if case == Case.Y_KEY_OF_JOIN else "present", [],
+                                     multiply=case == Case.Y_KEY_OF_JOIN)
+            counts = rows.groupby(xcols, sort=False)["n"].sum()
+        elif case == Case.Y2_KEY:  # distinct T2 partitions per (x1, x2): their rows are distinct Y values
+            rows = parts[self.x_t1 + ["c"]].drop_duplicates().merge(pairs[0], on="c")
+            rows = rows.drop_duplicates(self.x_t1 + ["ci"]).merge(self._aggregates[0]["rows"], on="ci")
+            xcols = self.x
+            counts = rows.groupby(xcols, sort=False)["n1"].sum()
+        else:
+            keep = ["y0"] if self.has_y1 else []
+            rows = parts.rename(columns={"y": "y0"})[self.x_t1 + ["c"] + keep].drop_duplicates()
+            rows, xcols = self._star(rows, pairs, "values", keep, multiply=False)
+            ys = [c for c in rows.columns if c.startswith("y")]
+            counts = rows.drop_duplicates(xcols + ys).groupby(xcols, sort=False).size()
+        return counts.rename("a").reset_index()

@@ -1,0 +1,261 @@
+"""The demo tables, Adult and Census-KDD workers, both republished with m-invariance (m = 4), and Adult published
+through release requests with sequential l-diversity (``adult_requests``, each request its own attributes): their definitions
+(``build_definitions``, what the example code location ``assets/`` loads), their change stream
+(``demo_changes``) and a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command).
+
+Each demo keeps, under ``$PRIVRELEASE_HOME`` (default ``./demo``), a folder ``<name>/`` with
+
+- ``data.duckdb``: the demo source table ``source.people`` (and ``source.pool``, the rows that arrive later);
+- ``releases.duckdb``: the release store (schemas ``private`` and ``published``);
+- ``requests/``: the drop folder of release requests (``*.yaml``).
+
+The job ``<name>_demo_changes`` (or ``demo_changes(name)`` from Python) creates the source on its first run,
+downloading the dataset then and only then, and afterwards applies one step of the papers' stream
+(``core.stream``: deletes, internal updates, inserts from the pool), so that the source sensor fires. Building
+the definitions touches no data and no file.
+"""
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import yaml
+from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
+from dagster._core.definitions.selector import InstigatorSelector
+from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
+
+from . import datasets
+from .core.spec import load_spec
+from .core.stream import changes, split_base_pool, stream
+from .orchestration import DuckDBTableSource, release_definitions, sensors
+from .orchestration.definitions import QUIET, raise_unless_published
+from .storage import ReleaseStore
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The demos' specs and hierarchies.
+RESOURCES = ROOT / "resources"
+#: The instance settings of the demos (one run of a table at a time), copied into the demo's Dagster home.
+INSTANCE_SETTINGS = ROOT / "assets" / "dagster.yaml"
+
+
+@dataclass(frozen=True)
+class Demo:
+    """One demo table: its spec, its loader, and the stream that changes it (Xiao-Tao §5, Li-Zhou §VI-A)."""
+
+    name: str
+    loader: Callable[[], pd.DataFrame]
+    base: int  # rows of the first snapshot; the rest of the data set is the pool of later inserts
+    batch: int  # rows deleted and inserted per step
+    update_fraction: float  # share of surviving rows whose age moves on by a year per step
+    #: release requests (attribute subsets) dropped in ``requests/`` when the source is created, one file each
+    requests: tuple[tuple[str, ...], ...] = ()
+    inserts_only: bool = False  # a step only inserts (a model that refuses deletions, Shmueli-Tassa §5.3)
+
+    @property
+    def spec(self) -> Path:
+        """The demo's release spec (``resources/<name>.yaml``)."""
+        return RESOURCES / f"{self.name}.yaml"
+
+    def folder(self, home: Path | None = None) -> Path:
+        """The demo's folder under ``home`` (default ``demo_home()``)."""
+        return (home or demo_home()) / self.name
+
+    def source(self, home: Path | None = None) -> DuckDBTableSource:
+        """The demo's source table ``source.people`` in ``<folder>/data.duckdb``."""
+        return DuckDBTableSource(database=str(self.folder(home) / "data.duckdb"), table="source.people")
+
+
+DEMOS = {
+    "adult": Demo("adult", datasets.load_adult, base=30_000, batch=1_000, update_fraction=0.01),
+    "census_kdd": Demo(
+        "census_kdd", lambda: datasets.load_census_kdd(workers_only=True), base=40_000, batch=2_000,
+        update_fraction=0.01,
+    ),
+    # Sequential l-diversity (resources/adult_requests.yaml): releases come from requests, each with its own
+    # attributes, four of the ten random subsets of Shmueli-Tassa Fig. 14 (occupation, the sensitive value, is in
+    # every release); a step inserts an l-diverse batch (§5.2)
+    "adult_requests": Demo(
+        "adult_requests", datasets.load_adult, base=10_000, batch=1_000, update_fraction=0.0, inserts_only=True,
+        requests=(("age", "sex", "marital_status", "race"), ("education", "marital_status", "workclass",
+                  "native_country"), ("age", "race", "native_country"), ("education", "race", "workclass")),
+    ),
+}
+
+
+def demo_home() -> Path:
+    """``$PRIVRELEASE_HOME``, or ``./demo``."""
+    return Path(os.environ.get("PRIVRELEASE_HOME", "demo")).resolve()
+
+
+def _older(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return values + 1
+
+
+def demo_changes(name: str, home: Path | None = None) -> dict[str, int]:
+    """Create demo ``name``'s source (first call) or change it by one stream step; return the change counts.
+
+    First call: the data set's spec columns split into ``base`` rows (``source.people``) and a pool
+    (``source.pool``), as Xiao-Tao §5 builds T(1), and the demo's ``requests`` written to ``requests/``. Later calls
+    (only the insertions when ``inserts_only``): ``batch`` random deletions, ``update_fraction``
+    of the survivors a year older, ``batch`` insertions from the pool (``core.stream.stream``, one step), in one
+    transaction. Deterministic given the table's state. ValueError when the pool is used up.
+    """
+    demo = DEMOS[name]
+    spec = load_spec(demo.spec)
+    folder = demo.folder(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "requests").mkdir(exist_ok=True)
+    with duckdb.connect(str(folder / "data.duckdb")) as con:
+        con.execute("CREATE SCHEMA IF NOT EXISTS source")
+        ((exists,),) = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'source' AND table_name = 'people'"
+        ).fetchall()
+        if not exists:
+            data = demo.loader()[spec.columns]
+            people, pool = split_base_pool(data, demo.base, np.random.default_rng(spec.seed))
+            _replace(con, people, pool)
+            for i, attributes in enumerate(demo.requests, start=1):
+                (folder / "requests" / f"{i:02d}.yaml").write_text(yaml.safe_dump({"attributes": list(attributes)}))
+            return {"inserts": len(people), "deletes": 0, "updates": 0}
+        people = con.execute("SELECT * FROM source.people").df()
+        pool = con.execute("SELECT * FROM source.pool").df()
+    rng = np.random.default_rng([spec.seed, len(people), int(people[spec.id].sum()) % 2**32])
+    steps = stream(people, pool, 0 if demo.inserts_only else demo.batch, 2, rng, demo.update_fraction,
+                   {"age": _older}, inserts=demo.batch)
+    after = next(islice(steps, 1, None))
+    with duckdb.connect(str(folder / "data.duckdb")) as con:
+        _replace(con, after, pool[~pool[spec.id].isin(after[spec.id])])
+    return changes(people, after, spec.id)
+
+
+def _replace(con: duckdb.DuckDBPyConnection, people: pd.DataFrame, pool: pd.DataFrame) -> None:
+    con.begin()
+    con.register("people_frame", people)
+    con.register("pool_frame", pool)
+    con.execute("CREATE OR REPLACE TABLE source.people AS SELECT * FROM people_frame")
+    con.execute("CREATE OR REPLACE TABLE source.pool AS SELECT * FROM pool_frame")
+    con.commit()
+
+
+def _changes_job(demo: Demo) -> dg.JobDefinition:
+    @dg.op(name=f"{demo.name}_demo_step", description=f"One step of the {demo.name} demo stream.")
+    def step(context: dg.OpExecutionContext) -> None:
+        counts = demo_changes(demo.name)
+        context.log.info(f"{demo.name} source changed: {counts}")
+
+    @dg.job(name=f"{demo.name}_demo_changes", executor_def=dg.in_process_executor,
+            description=f"Create the {demo.name} demo source, or insert, delete and update some of its rows.")
+    def job():
+        step()
+
+    return job
+
+
+#: The code location ``workspace.yaml`` loads (``python_module: assets``: the location is named after the module);
+#: the demo records its sensor ticks under this location, so the UI shows them on the sensors' pages.
+LOCATION = "assets"
+
+
+def run_demo(
+    name: str, releases: int, home: Path | None = None, on_release: Callable[[int, dict], None] | None = None
+) -> tuple[pd.DataFrame, Path]:
+    """Start demo ``name`` over under ``home`` and publish ``releases`` releases through the code location's
+    definitions (``build_definitions``), as ``dagster dev`` would: each step changes the source (``demo_changes``),
+    ticks the source sensor the daemon's way (``sensors.tick``), records the tick in the instance's tick storage
+    as the sensor daemon does (``recorded_tick``: the sensor's page in the UI lists it, with its runs), and runs
+    the release job it requests in-process, on a persistent Dagster instance in ``home/.dagster`` (so the UI
+    shows the runs). ``on_release(i, counts)`` is called after release i with the source's change counts.
+
+    Returns the store's manifest and the Dagster home. Raises the package's error (e.g. ``NotPublishable``) of
+    a release that was refused; the releases before it stay published.
+    """
+    home = home or demo_home()
+    demo = DEMOS[name]
+    shutil.rmtree(demo.folder(home), ignore_errors=True)
+    dagster_home = home / ".dagster"
+    shutil.rmtree(dagster_home, ignore_errors=True)
+    dagster_home.mkdir(parents=True)
+    shutil.copy(INSTANCE_SETTINGS, dagster_home / "dagster.yaml")
+    defs = build_definitions(home)
+    job = defs.resolve_job_def(f"{name}_release")
+    sensor = f"{name}_source_changed"
+    cursor = None
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        for i in range(1, releases + 1):
+            counts = demo_changes(name, home)
+            with recorded_tick(instance, sensor) as record:
+                data = sensors.tick(defs, instance, sensor, cursor)
+                cursor = data.cursor
+                results = [
+                    (request, job.execute_in_process(
+                        partition_key=request.partition_key, tags=request.tags, instance=instance,
+                        raise_on_error=False, run_config=QUIET,
+                    ))
+                    for request in data.run_requests or []
+                ]
+                record(data, [(r.run_key, result.run_id) for r, result in results])
+            for request, result in results:
+                raise_unless_published(result, name, str(request.partition_key))
+            if on_release:
+                on_release(i, counts)
+    store = ReleaseStore(demo.folder(home) / "releases.duckdb", load_spec(demo.spec))
+    return store.manifest(), dagster_home
+
+
+def sensor_selector(sensor: str) -> InstigatorSelector:
+    """How the UI names sensor ``sensor`` of the example code location: location ``LOCATION``, the single
+    repository of a ``Definitions``, the sensor's name. Its ``get_id()`` keys the sensor's ticks."""
+    return InstigatorSelector(location_name=LOCATION, repository_name=SINGLETON_REPOSITORY_NAME, name=sensor)
+
+
+@contextmanager
+def recorded_tick(instance: dg.DagsterInstance, sensor: str) -> Iterator[Callable[[Any, list], None]]:
+    """A tick of ``sensor`` in ``instance``'s tick storage, as the sensor daemon records one: created STARTED on
+    entry; the caller hands the tick's data (``SensorResult`` data: cursor, run requests, skip message) and the
+    ``(run_key, run_id)`` of the runs it launched to the function it gets, which marks the tick SUCCESS (runs
+    requested) or SKIPPED (with the reason); a tick left without it (an error) is marked FAILURE on exit."""
+    selector = sensor_selector(sensor)
+    tick = instance.create_tick(TickData(
+        instigator_origin_id=selector.get_id(), instigator_name=sensor, instigator_type=InstigatorType.SENSOR,
+        status=TickStatus.STARTED, timestamp=time.time(), selector_id=selector.get_id(),
+    ))
+    done: list = []
+
+    def record(data, runs: list[tuple[str | None, str]]) -> None:
+        marked = tick.with_cursor(data.cursor)
+        for run_key, run_id in runs:
+            marked = marked.with_run_info(run_id=run_id, run_key=run_key)
+        if runs:
+            marked = marked.with_status(TickStatus.SUCCESS)
+        else:
+            marked = marked.with_status(TickStatus.SKIPPED).with_reason(data.skip_message or "no run requested")
+        instance.update_tick(marked)
+        done.append(marked)
+
+    try:
+        yield record
+    finally:
+        if not done:
+            instance.update_tick(tick.with_status(TickStatus.FAILURE))
+
+
+def build_definitions(home: Path | None = None) -> dg.Definitions:
+    """The code location: each demo's release definitions and its change job, with files under ``home``."""
+    parts = [
+        release_definitions(
+            demo.spec, demo.folder(home) / "releases.duckdb", demo.source(home), requests=demo.folder(home) / "requests"
+        )
+        for demo in DEMOS.values()
+    ]
+    jobs = dg.Definitions(jobs=[_changes_job(demo) for demo in DEMOS.values()])
+    return dg.Definitions.merge(*parts, jobs)

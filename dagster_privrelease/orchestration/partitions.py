@@ -1,0 +1,103 @@
+"""Partition keys of a protected table, and the partition a step works on (DESIGN.md, "Dagster").
+
+One dynamic partition per release. Keys are zero-padded and increase, so they sort in release order. A key is a release id for a plain source
+table and a log position for a change log (positions have gaps), so a key's release id is its rank among the
+table's keys (``release_number``), and the release before it is the key just below it (``predecessor``).
+Dagster has no self-dependency for dynamic partitions, so a step refuses (``Partition.require``) while its
+predecessor is not far enough along.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from ..errors import PrivReleaseError, StoreError
+
+if TYPE_CHECKING:
+    from dagster import AssetCheckExecutionContext, AssetExecutionContext
+
+    from ..storage import ReleaseStore
+    from .translator import ReleaseTable
+
+#: Width of a partition key: keys are zero-padded so that they sort in release order.
+KEY_WIDTH = 6
+
+
+def partition_key(position: int) -> str:
+    """The partition key of a release id or log position: zero-padded, so keys sort as numbers do.
+    StoreError for a position below 1."""
+    if position < 1:
+        raise StoreError(f"partition key: a release id or log position is at least 1, got {position}")
+    return f"{position:0{KEY_WIDTH}d}"
+
+
+def predecessor(keys: list[str], key: str) -> str | None:
+    """The partition key released just before ``key`` (keys sort in release order), or None for the first."""
+    earlier = sorted(k for k in keys if k < key)
+    return earlier[-1] if earlier else None
+
+
+def release_number(keys: list[str], key: str) -> int:
+    """The release id of partition ``key``: its rank among the partition keys (releases are numbered 1, 2, ...
+    by the store, while a change-log source's keys are log positions with gaps). StoreError when ``key`` is not
+    one of ``keys``."""
+    if key not in keys:
+        raise StoreError(f"partition {key!r} is not a partition of this table; add it first (the sensors do)")
+    return sorted(keys).index(key) + 1
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The release one asset or check works on: the table's store, the table's partition keys, this partition's
+    key and its release id. Every step of a table opens with ``Partition.of(context, table)``."""
+
+    table: str
+    store: ReleaseStore
+    keys: list[str]
+    key: str
+    release_id: int
+
+    @classmethod
+    def of(cls, context: AssetExecutionContext | AssetCheckExecutionContext, table: ReleaseTable) -> Partition:
+        """The partition ``context`` runs for; StoreError when its key is not a partition of ``table``."""
+        keys = list(context.instance.get_dynamic_partitions(table.partitions_name))
+        store = getattr(context.resources, table.store).store()
+        key = context.partition_key
+        return cls(table.name, store, keys, key, release_number(keys, key))
+
+    def require(self, done: bool, what: str) -> None:
+        """Refuse (``Failure`` naming it) to go on while this release's predecessor is not ``what`` yet (``done``
+        is False); the first release has no predecessor and always goes on."""
+        before = predecessor(self.keys, self.key)
+        if before is not None and not done:
+            raise dg.Failure(
+                description=f"{self.table} release {self.key}: its predecessor {before} is not {what}; materialise "
+                f"{before} first (releases are made in key order)",
+                metadata={"predecessor": before},
+                allow_retries=False,
+            )
+
+    def require_published(self) -> None:
+        """``require`` that release ``release_id - 1`` is published (what the model reads of the past)."""
+        self.require(self.release_id - 1 in self.store.release_ids(), "published")
+
+
+@contextmanager
+def refusals(context: AssetExecutionContext | AssetCheckExecutionContext, table: ReleaseTable) -> Iterator[None]:
+    """Turn the package's own errors raised inside (an expected refusal: a bad snapshot, a model that cannot
+    publish, an out-of-order release, a locked store) into a ``Failure`` whose description is the reason,
+    ``<table> release <key>: <message>``, without retries (the same input is refused again). The run failure
+    event then names the reason; the error stays the Failure's ``__cause__``, where ``run_release`` finds it."""
+    try:
+        yield
+    except PrivReleaseError as exc:
+        raise dg.Failure(
+            description=f"{table.name} release {context.partition_key}: {exc}",
+            metadata={"refusal": type(exc).__name__},
+            allow_retries=False,
+        ) from exc

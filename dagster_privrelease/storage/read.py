@@ -1,0 +1,253 @@
+"""The read side of the release store: published releases, the staged candidate, and what a model or the judge
+may read of them.
+
+A model reads what its descriptor says (``ModelDescriptor.reads``): nothing, release n-1 and its private side
+(Xiao-Tao Lemma 4), or every published release as well (``previous``). The judge reads a ``History``: the
+published tables, the private snapshots and hosting groups, and the models' private state, which only a model's
+own ``judged`` view interprets; the store knows nothing of any model.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from ..core.judge.history import History
+from ..core.release import PreviousRelease, Release
+from ..core.spec import Spec
+from ..errors import StoreError
+from .connection import first_row, open_duckdb, query_frame, release_rows, scalar, table_exists
+from .schema import StoreSchema, ids_text, published_ids, state_tables, stored_snapshot
+
+if TYPE_CHECKING:
+    from ..core.models.base import Reads
+
+
+def read_manifest(path: str | Path) -> pd.DataFrame:
+    """``published.manifest`` of the store at ``path`` without its spec (read-only): see ``StoreReader.manifest``.
+    StoreError when there is no store at ``path``."""
+    con = open_duckdb(Path(path), read_only=True)
+    try:
+        if not table_exists(con, "published", "manifest"):
+            raise StoreError(f"{path}: not a release store (no published.manifest table)")
+        return _manifest(con)
+    finally:
+        con.close()
+
+
+class StoreReader(StoreSchema):
+    """What can be read of a release store. Each call reads in one connection (``StoreConnection.connect``)."""
+
+    def release_ids(self) -> list[int]:
+        """The published release ids, ascending."""
+        with self._open() as con:
+            return published_ids(con)
+
+    def snapshot(self, release_id: int) -> pd.DataFrame | None:
+        """T(release_id) as staged (columns ``spec.columns``), or None when it was never staged."""
+        with self._open() as con:
+            return stored_snapshot(con, release_id)
+
+    def bound_spec(self, snapshot: pd.DataFrame | None = None) -> Spec:
+        """The spec bound with the stored domains, then extended with ``snapshot``'s values.
+
+        Leaf ranks of flat taxonomies and codes of the sensitive values are those of ``published.domain`` and
+        ``private.sensitive_domain``; new values are appended (``Spec.bind``), so a rank never changes across
+        releases. A written taxonomy or sensitive domain that changed since it was stored is schema drift.
+        """
+        with self._open() as con:
+            return self._bound_spec(con, snapshot)
+
+    def previous(self, release_id: int, reads: Reads = "previous") -> PreviousRelease | None:
+        """What release ``release_id``'s model may read of the past, as its descriptor says (``reads``).
+
+        ``"nothing"``: None. ``"previous"`` (Xiao-Tao Lemma 4): T(n-1), T*(n-1), R(n-1), the hosting groups and
+        the model state of release n-1; reads one release, so its cost does not grow with n. ``"all"``: the same
+        plus ``PreviousRelease.earlier``, every ``published.release`` row of releases 1..n-1 with its
+        ``release_id`` (a scan of all published rows). None for release 1; StoreError when n-1 is not published
+        or ``reads`` is none of the three.
+        """
+        if reads not in ("nothing", "previous", "all"):
+            raise StoreError(f"release {release_id}: a model reads 'nothing', 'previous' or 'all', not {reads!r}")
+        if release_id < 1:
+            raise StoreError(f"release {release_id}: release ids start at 1")
+        if release_id == 1 or reads == "nothing":
+            return None
+        prior = release_id - 1
+        with self._open() as con:
+            published = published_ids(con)
+            if prior not in published:
+                raise StoreError(
+                    f"release {release_id} needs its predecessor, release {prior}, published first "
+                    f"(published: {ids_text(published)})"
+                )
+            attributes = scalar(con, "SELECT attributes FROM published.manifest WHERE release_id = ?", [prior])
+            earlier = None
+            if reads == "all":
+                earlier = query_frame(con, "SELECT * FROM published.release WHERE release_id <= ?", [prior])
+            return PreviousRelease(
+                release_id=prior,
+                snapshot=release_rows(con, "private.snapshot", prior),
+                table=release_rows(con, "published.release", prior, self._release_columns(attributes)),
+                counterfeits=release_rows(con, "published.counterfeit", prior),
+                hosting=release_rows(con, "private.hosting", prior),
+                state=_states(con, "state_", prior),
+                earlier=earlier,
+            )
+
+    def _release_columns(self, attributes) -> list[str]:
+        """The columns of ``Release.table`` for these released attributes."""
+        columns = ["group_id"]
+        for name in attributes:
+            columns += [name, f"{name}__lo", f"{name}__hi"]
+        return columns + [*self.spec.non_identifiers, self.spec.sensitive]
+
+    def candidate(self, release_id: int) -> Release:
+        """The candidate staged for ``release_id``, its state included (StoreError when there is none)."""
+        with self._open() as con:
+            meta = first_row(con, "SELECT model, params, attributes FROM private.candidate_meta WHERE release_id = ?",
+                             [release_id])
+            if meta is None:
+                raise StoreError(f"release {release_id}: no candidate staged; make the candidate first")
+            model, params, attributes = meta
+            return Release(
+                table=release_rows(con, "private.candidate_release", release_id, self._release_columns(attributes)),
+                hosting=release_rows(con, "private.candidate_hosting", release_id),
+                counterfeits=release_rows(con, "private.candidate_counterfeit", release_id),
+                model=model,
+                params=json.loads(params),
+                attributes=tuple(attributes),
+                state=_states(con, "candidate_state_", release_id),
+            )
+
+    def staged_state(self, release_id: int) -> dict[str, pd.DataFrame]:
+        """The private frames kept with the staged release ``release_id`` (``StoreWriter.stage_state``, and the
+        staged candidate's ``Release.state``), by name, without release_id; a name with no rows for the release is
+        left out. One scan per ``private.candidate_state_<name>`` table."""
+        with self._open() as con:
+            return _states(con, "candidate_state_", release_id)
+
+    def history(self, upto: int | None = None, candidate: int | None = None) -> History:
+        """Published releases 1..``upto`` (default: all) with their snapshots, hosting groups and model state; with
+        ``candidate=i`` (then ``upto`` defaults to i-1 and must be i-1), the staged candidate appended as release
+        i. This is what the judge reads before publication. The spec is bound to the last snapshot.
+
+        ``History.states``: for each state name, the rows of ``private.state_<name>`` of releases 1..upto, then
+        (with a candidate) those of ``private.candidate_state_<name>`` of release i, with ``release_id``; a name
+        with no such rows is left out. Snapshots are as staged: what a model's state changes about them is the
+        model's ``judged`` view. ``History.memo``: the judge's memo of release ``last - 1``. Reads every published
+        row: cost linear in the history's size.
+        """
+        with self._open() as con:
+            published = published_ids(con)
+            if candidate is not None:
+                upto = candidate - 1 if upto is None else upto
+                if candidate != upto + 1:
+                    raise StoreError(f"history: candidate {candidate} must follow release {upto}")
+                if first_row(con, "SELECT 1 FROM private.candidate_meta WHERE release_id = ?", [candidate]) is None:
+                    raise StoreError(f"release {candidate}: no candidate staged; make the candidate first")
+            elif upto is None:
+                upto = published[-1] if published else 0
+            missing = sorted(set(range(1, upto + 1)) - set(published))
+            if missing:
+                raise StoreError(f"history up to release {upto}: release(s) {missing} are not published "
+                                 f"(published: {ids_text(published)})")
+            if upto == 0 and candidate is None:
+                raise StoreError(f"{self.path}: no release has been published yet")
+            last = upto if candidate is None else candidate
+
+            def read(published_table: str, candidate_table: str) -> pd.DataFrame:
+                """Rows of releases 1..upto, then the candidate's (tables are in insertion = release order)."""
+                return _rows_upto(con, published_table, upto, candidate_table if candidate is not None else None,
+                                  candidate)
+
+            states = {}
+            stored = set(state_tables(con, "state_"))
+            staged = set(state_tables(con, "candidate_state_")) if candidate is not None else set()
+            for name in sorted({t.removeprefix("state_") for t in stored}
+                               | {t.removeprefix("candidate_state_") for t in staged}):
+                frame = _rows_upto(con, f"private.state_{name}" if f"state_{name}" in stored else None, upto,
+                                   f"private.candidate_state_{name}" if f"candidate_state_{name}" in staged else None,
+                                   candidate)
+                if len(frame):
+                    states[name] = frame
+
+            return History(
+                spec=self._bound_spec(con, stored_snapshot(con, last)),
+                releases=read("published.release", "private.candidate_release"),
+                counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
+                snapshots=query_frame(con, "SELECT * FROM private.snapshot WHERE release_id <= ?", [last]),
+                hosting=read("private.hosting", "private.candidate_hosting"),
+                candidate_sets=_candidate_sets(con, last),
+                memo=_judge_memo(con, last - 1),
+                states=states,
+            )
+
+    def manifest(self) -> pd.DataFrame:
+        """``published.manifest``, one row per release: release_id, model, params (dict), attributes (list),
+        created_at (UTC), rows, groups, counterfeits, checks (dict name -> passed), utility (dict name -> value)."""
+        with self._open() as con:
+            return _manifest(con)
+
+
+def _rows_upto(
+    con: duckdb.DuckDBPyConnection, table: str | None, upto: int, candidate_table: str | None, candidate: int | None
+) -> pd.DataFrame:
+    """The rows of releases 1..``upto`` in ``table``, then those of release ``candidate`` in ``candidate_table``,
+    with release_id (tables are in insertion = release order); a None table contributes nothing."""
+    frames = []
+    if table is not None:
+        frames.append(query_frame(con, f"SELECT * FROM {table} WHERE release_id <= ?", [upto]))
+    if candidate_table is not None:
+        frames.append(query_frame(con, f"SELECT * FROM {candidate_table} WHERE release_id = ?", [candidate]))
+    frames = [f for f in frames if len(f)] or frames[:1]
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _states(con: duckdb.DuckDBPyConnection, prefix: str, release_id: int) -> dict[str, pd.DataFrame]:
+    """The state frames of ``release_id`` stored under ``prefix``, without release_id (a name with no rows for it
+    is left out)."""
+    out = {}
+    for table in state_tables(con, prefix):
+        frame = release_rows(con, f"private.{table}", release_id)
+        if len(frame):
+            out[table.removeprefix(prefix)] = frame
+    return out
+
+
+def _candidate_sets(con: duckdb.DuckDBPyConnection, upto: int) -> dict[int, np.ndarray]:
+    """The kept candidate sensitive sets of releases ``upto - 1`` and ``upto`` (``StoreWriter.save_candidate_sets``):
+    the attacks read earlier releases through the judge's memo (``History.memo``), and recompute a set they lack."""
+    if not table_exists(con, "private", "candidate_set"):
+        return {}
+    rows = con.execute("SELECT release_id, n_rows, n_values, css FROM private.candidate_set "
+                       "WHERE release_id BETWEEN ? AND ?", [upto - 1, upto]).fetchall()
+    return {
+        int(j): np.unpackbits(np.frombuffer(blob, dtype=np.uint8), count=n * v).astype(bool).reshape(n, v)
+        for j, n, v, blob in rows
+    }
+
+
+def _judge_memo(con: duckdb.DuckDBPyConnection, release_id: int) -> dict[tuple[str, int], pd.DataFrame]:
+    """The judge's memo of release ``release_id`` (``StoreWriter.save_judge_memo``): what judging the next release
+    folds its own release into. Empty when none was saved."""
+    if not table_exists(con, "private", "judge_memo"):
+        return {}
+    rows = con.execute("SELECT name, frame FROM private.judge_memo WHERE release_id = ?", [release_id]).fetchall()
+    return {(name, release_id): pd.read_parquet(io.BytesIO(blob)) for name, blob in rows}
+
+
+def _manifest(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    frame = con.execute("SELECT * FROM published.manifest ORDER BY release_id").df()
+    for name in ("params", "checks", "utility"):
+        frame[name] = frame[name].map(json.loads)
+    frame["attributes"] = frame["attributes"].map(list)
+    return frame

@@ -1,0 +1,357 @@
+"""The write side of the release store: stage a snapshot, keep a model stage's frames, stage a candidate,
+publish it, discard what was staged, keep the judge's candidate sets.
+
+Every write is one DuckDB transaction (``StoreSchema._transaction``), so a release is either entirely in
+``published`` or not there at all. Rows are written with ``INSERT INTO ... BY NAME`` (``_insert``): a reordered
+column can never land in the wrong place. Re-publishing a release with the same content is a no-op: a digest of
+each published release's content (``release_digest``) is kept in ``private.digest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from ..core.models import find
+from ..core.release import Release
+from ..core.spec import Spec, validate_snapshot
+from ..errors import StoreError
+from .connection import quote, scalar, table_exists
+from .schema import (
+    StoreSchema,
+    ids_text,
+    is_staged,
+    new_domain_rows,
+    published_ids,
+    sql_type,
+    staged_ids,
+    state_tables,
+    stored_columns,
+    stored_snapshot,
+)
+
+_FRAME = "_privrelease_frame"
+_STATE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """A hash of a frame's content that ignores row order, column order and storage dtypes.
+
+    Numbers (and booleans) are compared as float64, everything else as text, nulls as nulls; rows are sorted
+    first. So a release read back from DuckDB hashes like the one the model returned. O(n log n).
+    """
+    columns = sorted(frame.columns)
+    canon = {}
+    for name in columns:
+        col = frame[name]
+        if pd.api.types.is_numeric_dtype(col.dtype):
+            canon[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            canon[name] = np.where(col.isna().to_numpy(), "\x00null", col.astype(str).to_numpy())
+    canon = pd.DataFrame(canon, columns=columns)
+    if columns:
+        canon = canon.sort_values(columns, kind="stable", na_position="last", ignore_index=True)
+    hashed = pd.util.hash_pandas_object(canon, index=False).to_numpy()
+    digest = hashlib.sha256(json.dumps(columns).encode())
+    digest.update(hashed.tobytes())
+    return digest.hexdigest()
+
+
+def release_digest(release: Release) -> str:
+    """A hash of everything a release publishes or keeps: model, params, attributes, table, R(j), hosting, state."""
+    digest = hashlib.sha256(
+        _json([release.model, release.params, list(release.attributes)]).encode()
+    )
+    parts = [("table", release.table), ("counterfeits", release.counterfeits), ("hosting", release.hosting)]
+    parts += sorted((f"state_{k}", v) for k, v in release.state.items() if len(v))  # empty state = no state
+    for name, frame in parts:
+        digest.update(name.encode())
+        digest.update(frame_digest(frame).encode())
+    return digest.hexdigest()
+
+
+class StoreWriter(StoreSchema):
+    """What can be written to a release store; each method is one transaction.
+
+    Release ids start at 1 and increase by 1; a release is staged (its snapshot), then the model's stages may
+    keep frames with it, then a candidate is staged, then published.
+    """
+
+    def stage_snapshot(self, release_id: int, snapshot: pd.DataFrame) -> pd.DataFrame:
+        """Validate ``snapshot`` and store it as T(release_id); return the stored snapshot.
+
+        A *published* T(release_id) is returned unchanged: a published release's snapshot is never replaced, so
+        the release stays reproducible. An unpublished T(release_id) with the same rows (``frame_digest``) is
+        returned unchanged too, with its candidate and kept frames (a retry goes on where it stopped); one with
+        other rows (a refused release whose source was fixed) is replaced in the same transaction, which drops
+        everything staged with it or after it (``_drop_staged``), so a refusal never blocks the next release.
+        Refuses (StoreError) an id that is not the next one after the last staged release, and a snapshot whose
+        column types drifted from the stored ones; SnapshotError for a snapshot the spec refuses.
+        """
+        with self._transaction() as con:
+            stored = stored_snapshot(con, release_id)
+            published = published_ids(con)
+            if stored is not None and release_id in published:
+                return stored
+            frame = validate_snapshot(snapshot, self.spec)
+            if stored is not None:
+                if frame_digest(frame) == frame_digest(stored):
+                    return stored
+                _drop_staged(con, release_id)
+                if not published and not staged_ids(con):  # the replaced capture's column types bind nothing
+                    _forget_columns(con)
+            staged = staged_ids(con)
+            expected = max(staged + published, default=0) + 1
+            if release_id != expected:
+                raise StoreError(
+                    f"release {release_id}: the next release to stage is {expected} "
+                    f"(staged: {ids_text(staged)}); release ids increase by 1"
+                )
+            self._record_columns(con, frame, snapshot)
+            frame.insert(0, "release_id", release_id)
+            _insert(con, "private.snapshot", frame)
+            return stored_snapshot(con, release_id)
+
+    def _record_columns(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, raw: pd.DataFrame) -> None:
+        """Record the columns of a validated snapshot ``frame`` (``raw``: as given, for the kinds of its values)
+        on first staging and create the tables shaped by them; afterwards refuse drift from them
+        (``StoreSchema._check_columns``)."""
+        stored = stored_columns(con)
+        if len(stored):
+            self._check_columns(stored, frame, raw)
+            return
+        record = self._column_record(frame, raw)
+        _insert(con, "private.columns", record)
+        self._create_data_tables(con, dict(zip(record["column_name"], record["sql_type"], strict=True)))
+
+    def discard(self, release_id: int) -> None:
+        """Drop the staged, unpublished snapshot, kept frames and candidate of ``release_id`` and of every later
+        release (``stage_snapshot`` does this itself when new rows replace an unpublished snapshot). Refuses a
+        published release."""
+        with self._transaction() as con:
+            if release_id in published_ids(con):
+                raise StoreError(f"release {release_id} is published; a published release is never discarded")
+            _drop_staged(con, release_id)
+
+    def stage_state(self, release_id: int, frames: Mapping[str, pd.DataFrame]) -> None:
+        """Keep a model stage's private frames (``Stage.run``, e.g. the possible-world set) with the staged
+        release ``release_id``: each in ``private.candidate_state_<name>``, replacing the earlier frame of that
+        release and name (other names are kept), all in one transaction. ``staged_state`` reads them back.
+
+        They travel with the release: the pipeline hands them to the model and on in ``Release.state``, so
+        ``stage_candidate`` keeps them, ``publish`` copies them to ``private.state_<name>`` and ``discard`` drops
+        them. StoreError when T(release_id) is not staged or a name is not lower-case letters, digits and
+        underscores. Cost: one delete and one insert per frame.
+        """
+        with self._transaction() as con:
+            if not is_staged(con, release_id):
+                raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+            _write_states(con, "candidate_state_", release_id, frames)
+
+    def stage_candidate(self, release_id: int, release: Release) -> None:
+        """Store ``release`` as the candidate of ``release_id``, its state included (replacing an earlier
+        candidate of that id and every frame kept with it); drops the judge's candidate sets of this and later
+        releases. StoreError when T(release_id) is not staged."""
+        with self._transaction() as con:
+            if not is_staged(con, release_id):
+                raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+            tables = ["private.candidate_release", "private.candidate_counterfeit", "private.candidate_hosting",
+                      "private.candidate_meta"]
+            for table in tables + [f"private.{t}" for t in state_tables(con, "candidate_state_")]:
+                con.execute(f"DELETE FROM {table} WHERE release_id = ?", [release_id])
+            con.execute("DELETE FROM private.candidate_set WHERE release_id >= ?", [release_id])
+            _drop_judge_memo(con, release_id)
+            _insert(con, "private.candidate_release", _with_id(release.table, release_id))
+            _insert(con, "private.candidate_counterfeit", _with_id(release.counterfeits, release_id))
+            _insert(con, "private.candidate_hosting", _with_id(release.hosting, release_id))
+            meta = pd.DataFrame({"release_id": [release_id], "model": [release.model],
+                                 "params": [_json(release.params)],
+                                 "attributes": [list(release.attributes)]})
+            _insert(con, "private.candidate_meta", meta)
+            _write_states(con, "candidate_state_", release_id, release.state)
+
+    def publish(self, release_id: int, release: Release, checks: dict[str, bool], utility: dict[str, float]) -> None:
+        """Publish ``release`` as release ``release_id`` in one transaction: published.release, .counterfeit,
+        .domain, .manifest, private.hosting, the model state and the content digest.
+
+        Idempotent: publishing a published id again with the same content does nothing; with different content it
+        is a StoreError. Refuses an id that is not the next one, and a release whose snapshot was never staged.
+        """
+        digest = release_digest(release)
+        with self._transaction() as con:
+            published = published_ids(con)
+            if release_id in published:
+                if scalar(con, "SELECT digest FROM private.digest WHERE release_id = ?", [release_id]) == digest:
+                    return
+                raise StoreError(f"release {release_id} is already published with different content; a published "
+                                 "release is never replaced")
+            expected = (published[-1] if published else 0) + 1
+            if release_id != expected:
+                raise StoreError(f"release {release_id}: the next release to publish is {expected} "
+                                 f"(published: {ids_text(published)})")
+            snapshot = stored_snapshot(con, release_id)
+            if snapshot is None:
+                raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+            domain, sensitive = new_domain_rows(con, self._bound_spec(con, snapshot))
+            _insert(con, "published.release", _with_id(release.table, release_id))
+            _insert(con, "published.counterfeit", _with_id(release.counterfeits, release_id))
+            _insert(con, "published.domain", domain)
+            _insert(con, "private.sensitive_domain", sensitive)
+            _insert(con, "private.hosting", _with_id(release.hosting, release_id))
+            _write_states(con, "state_", release_id, release.state)
+            _create_state_views(con, self.spec)
+            _insert(con, "private.digest", pd.DataFrame({"release_id": [release_id], "digest": [digest]}))
+            manifest = pd.DataFrame({
+                "release_id": [release_id],
+                "model": [release.model],
+                "params": [_json(release.params)],
+                "attributes": [list(release.attributes)],
+                "created_at": [datetime.now(UTC).replace(tzinfo=None)],
+                "rows": [len(release.table)],
+                "groups": [release.groups],
+                "counterfeits": [release.counterfeit_count],
+                "checks": [_json({k: bool(v) for k, v in checks.items()})],
+                "utility": [_json({k: _finite(v) for k, v in utility.items()})],
+            })
+            _insert(con, "published.manifest", manifest)
+
+    def save_candidate_sets(self, sets: dict[int, np.ndarray]) -> None:
+        """Keep the judge's candidate sensitive sets (``History.candidate_sets``) of releases that are staged or
+        published, so that the next history reads them instead of recomputing them; a later ``stage_candidate``
+        or ``discard`` of a release drops its sets and those of every later release."""
+        rows = pd.DataFrame([
+            {"release_id": j, "n_rows": css.shape[0], "n_values": css.shape[1],
+             "css": np.packbits(css, axis=None).tobytes()}
+            for j, css in sorted(sets.items())
+        ])
+        if not len(rows):
+            return
+        with self._transaction() as con:
+            staged = set(staged_ids(con)) | set(published_ids(con))
+            rows = rows[rows["release_id"].isin(staged)]
+            con.execute("DELETE FROM private.candidate_set WHERE release_id IN (SELECT unnest(?))",
+                        [rows["release_id"].tolist()])
+            _insert(con, "private.candidate_set", rows)
+
+    def save_judge_memo(self, memo: Mapping[tuple[str, int], pd.DataFrame]) -> None:
+        """Keep the judge's memo (``History.memo``: (name, release id) -> frame) of releases that are staged or
+        published, in ``private.judge_memo`` (one Parquet blob per release and name); an entry replaces the one of
+        its release and name, and drops that name's entries older than its predecessor's (judging release j+1
+        reads those of release j only). A later ``stage_candidate`` or ``discard`` of a release drops its entries
+        and those of every later release. Cost: the size of the entries."""
+        if not memo:
+            return
+        rows = []
+        for (name, release_id), frame in sorted(memo.items()):
+            buffer = io.BytesIO()
+            frame.to_parquet(buffer, index=False)
+            rows.append({"release_id": release_id, "name": name, "frame": buffer.getvalue()})
+        with self._transaction() as con:
+            con.execute(_JUDGE_MEMO_DDL)
+            kept = set(staged_ids(con)) | set(published_ids(con))
+            for row in rows:
+                if row["release_id"] not in kept:
+                    continue
+                con.execute("DELETE FROM private.judge_memo WHERE name = ? AND (release_id = ? OR release_id < ?)",
+                            [row["name"], row["release_id"], row["release_id"] - 1])
+                con.execute("INSERT INTO private.judge_memo VALUES (?, ?, ?)",
+                            [row["release_id"], row["name"], row["frame"]])
+
+
+#: The judge's memo (``StoreWriter.save_judge_memo``), created on its first save.
+_JUDGE_MEMO_DDL = ("CREATE TABLE IF NOT EXISTS private.judge_memo (release_id BIGINT NOT NULL, name VARCHAR NOT NULL, "
+                   "frame BLOB NOT NULL)")
+
+
+def _drop_judge_memo(con: duckdb.DuckDBPyConnection, release_id: int) -> None:
+    """Delete the judge's memo of ``release_id`` and every later release (nothing when it was never saved)."""
+    if table_exists(con, "private", "judge_memo"):
+        con.execute("DELETE FROM private.judge_memo WHERE release_id >= ?", [release_id])
+
+
+def _drop_staged(con: duckdb.DuckDBPyConnection, release_id: int) -> None:
+    """Delete what is staged for ``release_id`` and every later release: snapshots, candidates, the frames kept
+    with them, the judge's kept candidate sets and memo. The caller makes sure none of them is published."""
+    tables = ["snapshot", "candidate_release", "candidate_counterfeit", "candidate_hosting", "candidate_meta",
+              "candidate_set"]
+    for table in tables + state_tables(con, "candidate_state_"):
+        if table_exists(con, "private", table):
+            con.execute(f"DELETE FROM private.{table} WHERE release_id >= ?", [release_id])
+    _drop_judge_memo(con, release_id)
+
+
+def _forget_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Forget the column types recorded from a snapshot that was never published, and drop the (empty) tables
+    created from them, so the next snapshot records its own (``StoreWriter._record_columns``). Only while
+    nothing is staged or published."""
+    for table in ("private.snapshot", "private.hosting", "private.candidate_hosting", "published.release",
+                  "private.candidate_release"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute("DELETE FROM private.columns")
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> None:
+    """``INSERT INTO table BY NAME`` the rows of ``frame`` (columns matched by name, never by position)."""
+    if len(frame) == 0:
+        return
+    con.register(_FRAME, frame)
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME}")
+    except duckdb.Error as exc:
+        raise StoreError(f"{table}: cannot store the rows ({exc})") from exc
+    finally:
+        con.unregister(_FRAME)
+
+
+def _write_states(
+    con: duckdb.DuckDBPyConnection, prefix: str, release_id: int, state: Mapping[str, pd.DataFrame]
+) -> None:
+    """Each state frame into ``private.<prefix><name>`` keyed by release_id (the table created from the first
+    frame's dtypes), replacing the rows of ``release_id``."""
+    for name, frame in state.items():
+        if not _STATE_NAME.match(name):
+            raise StoreError(f"model state {name!r}: a state name is lower-case letters, digits and underscores")
+        columns = ["release_id BIGINT NOT NULL"] + [f"{quote(c)} {sql_type(frame[c])}" for c in frame.columns]
+        con.execute(f"CREATE TABLE IF NOT EXISTS private.{prefix}{name} ({', '.join(columns)})")
+        con.execute(f"DELETE FROM private.{prefix}{name} WHERE release_id = ?", [release_id])
+        _insert(con, f"private.{prefix}{name}", _with_id(frame, release_id))
+
+
+def _create_state_views(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
+    """The views the spec's model declares over its published state (``Stage.views``), each created (or replaced)
+    as ``private.<view>`` once ``private.state_<stage>`` exists. Model-agnostic: the SQL is the model's. O(views)."""
+    model = find(spec.model.name)
+    for stage in model.stages if model is not None else ():
+        if not table_exists(con, "private", f"state_{stage.name}"):
+            continue
+        for view, sql in stage.views.items():
+            if not _STATE_NAME.match(view):
+                raise StoreError(f"model view {view!r}: a view name is lower-case letters, digits and underscores")
+            con.execute(f"CREATE OR REPLACE VIEW private.{view} AS {sql(spec)}")
+
+
+def _with_id(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
+    """A copy of ``frame`` with ``release_id`` as its first column."""
+    out = frame.copy()
+    out.insert(0, "release_id", release_id)
+    return out
+
+
+def _json(value: Any) -> str:
+    """JSON text with sorted keys; numpy scalars as plain numbers."""
+    return json.dumps(value, sort_keys=True, default=lambda v: v.item() if isinstance(v, np.generic) else str(v))
+
+
+def _finite(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None

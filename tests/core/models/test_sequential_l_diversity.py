@@ -1,0 +1,604 @@
+"""Sequential ℓ-diversity (Shmueli-Tassa): Example 4.2 (Tables 9-14), Lemma 8.1, the permutations of Alg. 1 Step 6,
+Theorems 4.2-4.4 as properties, insertions (§5.2), refusals (§5.3) and new columns (§4.3, eq. (8)).
+
+Every privacy claim is judged by the judge's verifier (``core.judge.verifiers.shmueli_tassa``) on worlds it rebuilds
+itself from the compact frame (``worlds_from_permutations``), or by a brute force over Def. 3.1 written here; never
+by the model's own code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from dagster_privrelease.core import models
+from dagster_privrelease.core.judge.history import History
+from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
+    sequential_l_diversity,
+    world_diversity,
+    worlds_from_permutations,
+)
+from dagster_privrelease.core.models import sequential_l_diversity as sld
+from dagster_privrelease.core.models.sequential_l_diversity import possible_worlds as pw
+from dagster_privrelease.core.models.sequential_l_diversity import sequential_release as sr
+from dagster_privrelease.core.models.sequential_l_diversity.information_loss import InformationLoss
+from dagster_privrelease.core.release import PreviousRelease
+from dagster_privrelease.core.spec import Model, Spec, parse_spec, validate_snapshot
+from dagster_privrelease.errors import NotPublishable, SpecError
+from dagster_privrelease.pipeline import model_spec
+from tests.fixtures import shmueli_tassa as fx
+
+MODEL = models.descriptor("sequential_l_diversity")
+
+
+# ------------------------------------------------------------------------------------------------------------ helpers
+
+
+def _with_model(spec: Spec, **params) -> Spec:
+    return dataclasses.replace(spec, model=Model("sequential_l_diversity", MODEL.parse_params(params)))
+
+
+def _table_9_spec(**params) -> Spec:
+    return _with_model(fx.table_9_spec(), **{"l": 2, **params})
+
+
+def _paper_world() -> pd.DataFrame:
+    """Table 9(b) in the model's compact form (world 1 of ℓ - 1 = 1)."""
+    return fx.table_9b_permutation().assign(world=np.int64(1))
+
+
+def _publish(snapshot, spec, attributes, worlds, seed=0, previous=None) -> pd.DataFrame:
+    return MODEL.publish(snapshot, model_spec(spec, attributes), previous, np.random.default_rng(seed),
+                         possible_worlds=worlds).table
+
+
+def _stamp(table: pd.DataFrame, release_id: int) -> pd.DataFrame:
+    return table.assign(release_id=np.int64(release_id))
+
+
+def _generalised_entries(table: pd.DataFrame, spec: Spec) -> int:
+    """Entries of the released quasi-identifiers that are not a single value."""
+    return int(sum((table[f"{a}__lo"] != table[f"{a}__hi"]).sum() for a in spec.quasi_identifiers
+                   if f"{a}__lo" in table.columns))
+
+
+def _judge(releases: pd.DataFrame, truth: pd.DataFrame, worlds: pd.DataFrame, spec: Spec, l: int,  # noqa: E741
+           snapshots: pd.DataFrame | None = None):
+    """The judge's Thm. 4.3 / Def. 3.2 reports on worlds it rebuilds from the compact frame."""
+    rebuilt = {"true": truth, **worlds_from_permutations(truth, worlds, spec)}
+    return sequential_l_diversity(releases, rebuilt, spec, l, snapshots=snapshots)
+
+
+def _multiset(table: pd.DataFrame, attribute: str) -> list[tuple[str, str]]:
+    return sorted(zip(table[attribute].astype(str), table["A3"].astype(str), strict=True))
+
+
+# --------------------------------------------------------------------------------------------- the registered model
+
+
+def test_registered_with_its_parameters():
+    assert MODEL.vertical and MODEL.reads == "previous" and MODEL.diversity_param == "l"
+    assert [s.name for s in MODEL.stages] == ["possible_worlds"]
+    assert MODEL.parse_params({"l": 3}) == {"l": 3, "p": 100, "loss": "LM"}
+    assert MODEL.bound({"l": 4}).values == 4
+    for bad in ({"l": 1}, {"l": 2, "loss": "NCP"}, {"l": 2, "p": 0}, {}):
+        with pytest.raises(SpecError):
+            MODEL.parse_params(bad)
+
+
+# ------------------------------------------------------------------------------------------------ Example 4.2
+
+
+def test_example_4_2_reproduces_tables_10_and_11():
+    """With the paper's fake world T1 (Table 9(b)), V1 and V2 are Tables 10(b) and 11(b), whatever order ψ takes the
+    two worlds in (the optimal matchings are unique here), with 4 generalised entries in all (§4.5)."""
+    spec, truth = _table_9_spec(), fx.table_9a()
+    for seed in range(6):  # both orders of ψ occur
+        v1 = _publish(truth, spec, ["A1"], _paper_world(), seed)
+        v2 = _publish(truth, spec, ["A2"], _paper_world(), seed)
+        assert _multiset(v1, "A1") == [("r", "2"), ("rt", "1"), ("rt", "3"), ("s", "2"), ("s", "3")]
+        assert _multiset(v2, "A2") == [("x", "2"), ("xz", "1"), ("xz", "3"), ("y", "2"), ("y", "3")]
+        assert "A2" not in v1.columns and "A1" not in v2.columns and v1["group_id"].isna().all()
+        assert _generalised_entries(v1, spec) + _generalised_entries(v2, spec) == 4  # the paper's 4
+    expected = fx.table_12().query("release_id > 0")
+    for attribute, rid in (("A1", 1), ("A2", 2)):
+        assert _multiset(expected.query(f"release_id == {rid}"), attribute) == _multiset(
+            _publish(truth, spec, [attribute], _paper_world()), attribute)
+
+
+def test_example_4_2_releases_admit_both_worlds():
+    spec, truth = _table_9_spec(), fx.table_9a()
+    releases = pd.concat([_stamp(_publish(truth, spec, ["A1"], _paper_world()), 1),
+                          _stamp(_publish(truth, spec, ["A2"], _paper_world()), 2)], ignore_index=True)
+    admitted, diverse = _judge(releases, truth, _paper_world(), spec, 2)
+    assert admitted.ok and admitted.summary["checks"] == 4, admitted.violations
+    assert diverse.ok
+
+
+def test_example_4_2_non_sequential_has_7_generalised_entries():
+    """§4.5 / Table 14: one anonymisation of the whole table, projected, generalises 7 entries against the
+    sequential 4. The count is the paper's exactly; which entries are generalised is not: for the values 2 and 3
+    two matchings tie (e.g. b(r,y) with a(r,x) and d(s,x) with c(s,y), or the crossed pairs, both cost 2 in LM),
+    as the paper's own Table 13 picks one of several optimal non-homogeneous anonymisations."""
+    spec, truth = _table_9_spec(), fx.table_9a()
+    for seed in range(4):
+        p1, p2 = sld.non_sequential(truth, spec, _paper_world(), [("A1",), ("A2",)], np.random.default_rng(seed))
+        assert _generalised_entries(p1, spec) + _generalised_entries(p2, spec) == 7
+        assert "A2__lo" not in p1.columns and "A1__lo" not in p2.columns
+        releases = pd.concat([_stamp(p1, 1), _stamp(p2, 2)], ignore_index=True)
+        assert all(r.ok for r in _judge(releases, truth, _paper_world(), spec, 2))
+
+
+def _linkable_values(truth: pd.DataFrame, releases: list[pd.DataFrame], qis: list[str]) -> dict[str, set[str]]:
+    """Brute force over Def. 3.1: every table W with T's identifiers and quasi-identifiers (so V0 = ID || T|[Q]
+    admits it) and any sensitive values, kept when each release has a bijection f with v_f(n) generalising w_n;
+    returns, per individual, the values the surviving worlds link it to. Independent of the model and the judge."""
+    ranks = {"A1": {"r": 0, "t": 1, "s": 2}, "A2": {"x": 0, "z": 1, "y": 2}}  # the fixture's leaf orders
+    values = sorted(set(truth["A3"]))
+    points = [{q: ranks[q][truth.loc[i, q]] for q in qis} for i in range(len(truth))]
+    rows = [[(r.iloc[k], [q for q in qis if f"{q}__lo" in r.columns and r[f"{q}__lo"].notna().all()])
+             for k in range(len(r))] for r in releases]
+    linked: dict[str, set[str]] = {str(i): set() for i in truth["ID"]}
+
+    def covers(world, row, attrs, n):
+        return row["A3"] == world[n] and all(row[f"{q}__lo"] <= points[n][q] <= row[f"{q}__hi"] for q in attrs)
+
+    for world in itertools.product(values, repeat=len(truth)):
+        if all(any(all(covers(world, *release[f[n]], n) for n in range(len(truth)))
+                   for f in itertools.permutations(range(len(truth)))) for release in rows):
+            for n, s in enumerate(world):
+                linked[truth.loc[n, "ID"]].add(s)
+    return linked
+
+
+def test_example_4_2_every_individual_linkable_to_two_values():
+    spec, truth = _table_9_spec(), fx.table_9a()
+    releases = [_publish(truth, spec, ["A1"], _paper_world()), _publish(truth, spec, ["A2"], _paper_world())]
+    linked = _linkable_values(truth, releases, ["A1", "A2"])
+    assert all(len(v) >= 2 for v in linked.values()), linked
+    # Example 1.1's point: publishing T|{A1,A3} and T|{A2,A3} ungeneralised leaves a linked to 1 alone
+    raw = [fx.table_12().query(f"release_id == {r}").reset_index(drop=True) for r in (1, 2)]
+    for table, attribute in zip(raw, ("A1", "A2"), strict=True):
+        table[f"{attribute}__lo"] = table[f"{attribute}__hi"] = [
+            {"r": 0, "t": 1, "s": 2, "x": 0, "z": 1, "y": 2}[v] for v in truth[attribute]]
+    assert _linkable_values(truth, raw, ["A1", "A2"])["a"] == {"1"}
+
+
+def test_example_4_2_with_algorithm_1_worlds():
+    """Algorithm 1 itself on Table 9(a): Mondrian splits it into the 2-diverse buckets {a, b, e} and {c, d} (the
+    paper keeps one bucket "for the sake of simplicity"). Both buckets leave no choice (three distinct values in
+    a cycle, range limitation to h + 1; a swap), so the fake world is deterministic: a <- b, b <- e, e <- a, c <-> d.
+    The worlds are 2-diverse, the releases admit them, every individual stays linkable to two values, and the
+    generalised entries are again the paper's 4 (sequential) and 7 (non-sequential)."""
+    spec, truth = _table_9_spec(), fx.table_9a()
+    for seed in range(5):
+        worlds = MODEL.stages[0].run(truth, spec, None, np.random.default_rng(seed))["possible_worlds"]
+        assert sorted(worlds.columns) == sorted(["world", "ID", "source_ID"]) and set(worlds["world"]) == {1}
+        assert sorted(zip(worlds["ID"], worlds["source_ID"], strict=True)) == [
+            ("a", "b"), ("b", "e"), ("c", "d"), ("d", "c"), ("e", "a")]
+    v1, v2 = _publish(truth, spec, ["A1"], worlds), _publish(truth, spec, ["A2"], worlds)
+    assert _generalised_entries(v1, spec) + _generalised_entries(v2, spec) == 4
+    projected = sld.non_sequential(truth, spec, worlds, [("A1",), ("A2",)], np.random.default_rng(0))
+    assert sum(_generalised_entries(t, spec) for t in projected) == 7
+    releases = pd.concat([_stamp(v1, 1), _stamp(v2, 2)], ignore_index=True)
+    assert all(r.ok for r in _judge(releases, truth, worlds, spec, 2))
+    assert all(len(v) >= 2 for v in _linkable_values(truth, [v1, v2], ["A1", "A2"]).values())
+
+
+# ------------------------------------------------------------------------------------- Algorithm 1, step by step
+
+
+def test_information_loss_lm_and_em_of_table_9():
+    """§2.2 by hand on Table 9(a)'s A1 (r, r, s, s, t; leaves r, t, s): LM eq. (1) of the node rt is (2-1)/(3-1),
+    of the root 1; EM of rt is H(2/3, 1/3), of the root H(2/5, 1/5, 2/5); a numeric interval's LM is its length
+    over T's range."""
+    spec, truth = _table_9_spec(), fx.table_9a()
+    rt, root = (np.array([[0]]), np.array([[1]])), (np.array([[0]]), np.array([[2]]))
+    lm = InformationLoss(truth, spec, ("A1",), "LM")
+    em = InformationLoss(truth, spec, ("A1",), "EM")
+    assert lm.loss(*rt)[0] == pytest.approx(0.5) and lm.loss(*root)[0] == pytest.approx(1.0)
+    h = lambda *q: -sum(x * np.log2(x) for x in q)  # noqa: E731
+    assert em.loss(*rt)[0] == pytest.approx(h(2 / 3, 1 / 3)) and em.loss(*root)[0] == pytest.approx(h(0.4, 0.2, 0.4))
+    assert lm.snap(np.array([[0]]), np.array([[2]]))[0][0, 0] == 0  # r..s is the root's range 0..2
+    numeric = InformationLoss(pd.DataFrame({"age": [20.0, 30.0, 60.0]}), _random_spec(2), ("age",), "LM")
+    assert numeric.loss(np.array([[0]]), np.array([[1]]))[0] == pytest.approx(10 / 40)
+
+
+def test_step_2_buckets_are_diverse_and_bounded():
+    """Mondrian leaves of equal points are dealt into buckets of ℓ..2ℓ-1 pairwise different values."""
+    spec = _random_spec(3)
+    rng = np.random.default_rng(2)
+    table = _random_table(rng, np.arange(600), 6).assign(age=30, zone="n1", sex=rng.choice(["F", "M"], 600))
+    snapshot = validate_snapshot(table, spec)
+    spec = spec.bind(snapshot)
+    bucket = pw.buckets(snapshot, np.arange(600), spec, 3)
+    sizes = np.bincount(bucket)
+    assert sizes.min() >= 3 and sizes.max() <= max(pw.LARGEST_BUCKET, 12)
+    counts = pd.crosstab(bucket, snapshot["disease"]).to_numpy()
+    assert (counts.max(axis=1) * 3 <= sizes).all()  # Def. 2.3
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 6), min_size=1, max_size=7), min_size=1, max_size=4), st.integers(2, 6))
+def test_lemma_8_1_cyclic_order(counts_per_bucket, l):  # noqa: E741
+    """Every ℓ cyclically consecutive values of every bucket differ, and the cycle holds the bucket's values."""
+    buckets, values = [], []
+    for b, drawn in enumerate(counts_per_bucket):
+        counts = list(drawn)
+        while max(counts) * l > sum(counts):  # make the bucket ℓ-diverse (Def. 2.3) by adding new values
+            counts.append(1)
+        for v, c in enumerate(counts):
+            buckets += [b] * c
+            values += [v] * c
+    perm = np.random.default_rng(len(values)).permutation(len(values))
+    bucket, value = np.asarray(buckets)[perm], np.asarray(values)[perm]
+    start, cycle = pw.cyclic_order(bucket, value, l)
+    for b in range(len(start)):
+        n = int(np.sum(bucket == b))
+        ring = cycle[start[b] : start[b] + n]
+        assert sorted(ring) == sorted(value[bucket == b])
+        for h in range(n):
+            window = [ring[(h + j) % n] for j in range(l)]
+            assert len(set(window)) == l, (ring, h)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=6), st.integers(2, 7), st.integers(0, 2**32 - 1))
+def test_step_6_permutations_are_range_limited_and_diverse(extra, l, seed):  # noqa: E741
+    sizes = np.array([l + e for e in extra])
+    start = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    sigma = pw.range_limited_permutations(start, int(sizes.sum()), l, np.random.default_rng(seed))
+    for b, n in enumerate(sizes):
+        local = sigma[:, start[b] : start[b] + n] - start[b]
+        assert ((local >= 0) & (local < n)).all()
+        for i in range(l - 1):
+            assert sorted(local[i]) == list(range(n))  # a permutation of the bucket
+        offsets = (local - np.arange(n)) % n
+        assert ((offsets >= 1) & (offsets <= l - 1)).all()  # range limitation
+        assert all(len(set(offsets[:, h])) == l - 1 for h in range(n))  # diversity (with the identity)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(0, 12))
+def test_step_5_greedy_order_is_eq_7(seed, l, extra):  # noqa: E741
+    """The vectorised greedy (cells of equal points, all buckets at once) against eq. (7) tuple by tuple: position
+    h takes the unplaced tuple of value cycle[h] of least Σ_j IL(closure{t, t_{h-1}, ..., t_{h-j}}), ties to the
+    least random priority (the same ``rng.permutation`` the model draws first)."""
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(l)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(3 * l + extra), 6), spec)
+    spec = spec.bind(snapshot)
+    snapshot["zone"] = rng.choice(["n1", "s3"], len(snapshot))  # few points: cells of several tuples
+    il = InformationLoss(snapshot, spec, tuple(spec.quasi_identifiers), "LM")
+    bucket = rng.permutation(np.arange(len(snapshot)) % 2)
+    values = np.arange(len(snapshot)) % (2 * l)  # every value at most twice: each bucket is ℓ-diverse when big
+    assume(all(np.bincount(values[bucket == b]).max() * l <= (bucket == b).sum() for b in (0, 1)))
+    start, cycle = pw.cyclic_order(bucket, values, l)
+    order = pw.greedy_order(bucket, values, start, cycle, il.ranks, il, l, np.random.default_rng(seed))
+    priority = np.random.default_rng(seed).permutation(len(snapshot))
+
+    def cost(t: int, placed: list[int]) -> float:
+        """Eq. (7) for candidate t after the tuples ``placed``."""
+        total = 0.0
+        for j in range(1, min(len(placed), l - 1) + 1):
+            box = [t, *placed[-j:]]
+            total += float(il.loss(il.ranks[box].min(axis=0), il.ranks[box].max(axis=0)))
+        return total
+
+    for b in (0, 1):
+        members = list(np.flatnonzero(bucket == b))
+        placed: list[int] = []
+        for h in range(len(members)):
+            pool = [t for t in members if t not in placed and values[t] == cycle[start[b] + h]]
+            placed.append(min(pool, key=lambda t, done=tuple(placed): (cost(t, list(done)), priority[t])))
+        assert list(order[start[b] : start[b] + len(members)]) == placed
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.integers(1, 3))
+def test_section_4_4_sub_components(seed, p, components):
+    """Every component of eq. (9) is split into sub-components of at most p rows and as many world tuples, and
+    none crosses a component."""
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(2)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(40), 4), spec)
+    spec = spec.bind(snapshot)
+    il = InformationLoss(snapshot, spec, tuple(spec.quasi_identifiers), "EM")
+    comp_v = rng.permutation(np.arange(40) % components)
+    comp_w = rng.permutation(comp_v)
+    sub_v, sub_w = sr.sub_components(il, il.ranks, il.ranks, comp_v, il.ranks, comp_w, p)
+    assert np.bincount(sub_v).max() <= p
+    np.testing.assert_array_equal(np.bincount(sub_v), np.bincount(sub_w, minlength=int(sub_v.max()) + 1))
+    for sub in np.unique(sub_v):
+        assert len(set(comp_v[sub_v == sub]) | set(comp_w[sub_w == sub])) == 1
+
+
+# ------------------------------------------------------------------------------- random tables: Theorems 4.2-4.4
+
+
+def _random_spec(l: int, **params) -> Spec:  # noqa: E741
+    raw = {
+        "name": "random", "id": "pid", "sensitive": {"name": "disease", "values": list("abcdef")},
+        "quasi_identifiers": {
+            "age": {"type": "numeric", "min_width": 2},
+            "zone": {"type": "categorical",
+                     "hierarchy": {"Any": {"N": ["n1", "n2", "n3"], "S": {"S1": ["s1", "s2"], "S2": ["s3"]}}}},
+            "sex": {"type": "categorical"},
+        },
+        "non_identifiers": ["blood"],
+        "model": {"name": "sequential_l_diversity", "l": l, **params},
+    }
+    return parse_spec(raw)
+
+
+def _random_table(rng: np.random.Generator, ids, values: int) -> pd.DataFrame:
+    """Random rows whose sensitive values cycle through the first ``values`` of a..f, shuffled: ℓ-diverse (Def.
+    2.3) when the most frequent value is in at most 1/ℓ of them."""
+    n = len(ids)
+    return pd.DataFrame({
+        "pid": np.asarray(ids),
+        "age": rng.integers(20, 60, n),
+        "zone": rng.choice(["n1", "n2", "n3", "s1", "s2", "s3"], n),
+        "sex": rng.choice(["F", "M"], n),
+        "blood": rng.choice(["A", "O"], n),
+        "disease": rng.permutation(np.array(list("abcdef"))[np.arange(n) % values]),
+    })
+
+
+def _diverse(table: pd.DataFrame, l: int) -> bool:  # noqa: E741
+    return table["disease"].value_counts().max() * l <= len(table)
+
+
+tables = st.tuples(st.integers(2, 3), st.integers(0, 2**32 - 1), st.integers(0, 20))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]),
+       st.sampled_from(["LM", "EM"]), st.sampled_from([2, 100]))
+def test_theorem_4_3_every_release_admits_every_world(params, attributes, loss, p):
+    l, seed, extra = params  # noqa: E741
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(l, loss=loss, p=p)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(3 * l + extra), int(rng.integers(l, 7))), spec)
+    spec = spec.bind(snapshot)
+    if not _diverse(snapshot, l):
+        with pytest.raises(NotPublishable, match=r"not \d-diverse"):
+            MODEL.stages[0].run(snapshot, spec, None, rng)
+        return
+    worlds = MODEL.stages[0].run(snapshot, spec, None, rng)["possible_worlds"]
+    assert len(worlds) == (l - 1) * len(snapshot)
+    table = _publish(snapshot, spec, list(attributes), worlds, seed)
+    admitted, diverse = _judge(_stamp(table, 1), snapshot, worlds, spec, l)
+    assert admitted.ok, admitted.violations
+    assert diverse.ok, diverse.violations  # Theorem 4.2
+    assert set(table.columns) >= {f"{a}__lo" for a in attributes}
+    assert not set(table.columns) & {f"{a}__lo" for a in spec.quasi_identifiers if a not in attributes}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables, st.integers(0, 10))
+def test_insertions_extend_the_worlds_and_every_release_admits_them(params, batch_extra):
+    """§5.2: an ℓ-diverse batch gets its own worlds, unioned with the old ones; the first release admits the
+    union restricted to its individuals, the second admits all of it (judge with the per-release snapshots)."""
+    l, seed, extra = params  # noqa: E741
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(l)
+    first = validate_snapshot(_random_table(rng, np.arange(3 * l + extra), int(rng.integers(l, 7))), spec)
+    batch = _random_table(rng, np.arange(1000, 1000 + 2 * l + batch_extra), int(rng.integers(l, 7)))
+    assume(_diverse(first, l) and _diverse(batch, l))
+    second = validate_snapshot(pd.concat([first, batch], ignore_index=True), spec)
+    spec = spec.bind(second)
+    w1 = MODEL.stages[0].run(first, spec, None, rng)["possible_worlds"]
+    v1 = _publish(first, spec, ["age", "zone"], w1, seed)
+    previous = PreviousRelease(1, first, v1, pd.DataFrame(), pd.DataFrame(), {"possible_worlds": _stamp(w1, 1)})
+    w2 = MODEL.stages[0].run(second, spec, previous, rng)["possible_worlds"]
+    old = w1.merge(w2, how="left", indicator=True)
+    assert (old["_merge"] == "both").all() and len(w2) == (l - 1) * len(second)
+    v2 = _publish(second, spec, ["zone", "sex"], w2, seed)
+    snapshots = pd.concat([_stamp(first, 1), _stamp(second, 2)], ignore_index=True)
+    releases = pd.concat([_stamp(v1, 1), _stamp(v2, 2)], ignore_index=True)
+    admitted, diverse = _judge(releases, second, w2, spec, l, snapshots=snapshots)
+    assert admitted.ok and admitted.summary["checks"] == 2 * l, admitted.violations
+    assert diverse.ok
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables, st.sampled_from([("age",), ("zone", "sex")]))
+def test_theorem_4_4_a_release_does_not_depend_on_its_position(params, attributes):
+    """For a fixed generator and attribute set, release R's table is the same as if it were the first release,
+    whatever was published before it."""
+    l, seed, extra = params  # noqa: E741
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(l)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(3 * l + extra), int(rng.integers(l, 7))), spec)
+    spec = spec.bind(snapshot)
+    assume(_diverse(snapshot, l))
+    worlds = MODEL.stages[0].run(snapshot, spec, None, rng)["possible_worlds"]
+    alone = _publish(snapshot, spec, list(attributes), worlds, seed=7)
+    earlier = _publish(snapshot, spec, ["age", "zone", "sex"], worlds, seed=1)
+    previous = PreviousRelease(3, snapshot, earlier, pd.DataFrame(), pd.DataFrame(),
+                               {"possible_worlds": _stamp(worlds, 3)})
+    later_worlds = MODEL.stages[0].run(snapshot, spec, previous, rng)["possible_worlds"]
+    pd.testing.assert_frame_equal(later_worlds, worlds)  # no insertion: the worlds are kept as they are
+    later = _publish(snapshot, spec, list(attributes), later_worlds, seed=7, previous=previous)
+    pd.testing.assert_frame_equal(later, alone)
+
+
+# ------------------------------------------------------------------------------------------ refusals, new columns
+
+
+def test_a_batch_that_is_not_diverse_is_refused():
+    spec = _random_spec(2)
+    rng = np.random.default_rng(0)
+    first = validate_snapshot(_random_table(rng, np.arange(8), 4), spec)
+    spec = spec.bind(first)
+    w1 = MODEL.stages[0].run(first, spec, None, rng)["possible_worlds"]
+    previous = PreviousRelease(1, first, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+                               {"possible_worlds": _stamp(w1, 1)})
+    batch = _random_table(rng, np.arange(100, 103), 1)  # three tuples of 'a'
+    second = validate_snapshot(pd.concat([first, batch], ignore_index=True), spec)
+    with pytest.raises(NotPublishable, match=r"batch of 3 inserted tuple\(s\) is not 2-diverse.*'a' in 3.*add at "
+                                             r"least 3 tuple"):
+        MODEL.stages[0].run(second, spec, previous, rng)
+
+
+@pytest.mark.parametrize("change, model", [("delete", "m_invariance"), ("update", "m_distinct")])
+def test_deletions_and_updates_are_refused(change, model):
+    spec = _random_spec(2)
+    rng = np.random.default_rng(1)
+    first = validate_snapshot(_random_table(rng, np.arange(8), 4), spec)
+    spec = spec.bind(first)
+    w1 = MODEL.stages[0].run(first, spec, None, rng)["possible_worlds"]
+    previous = PreviousRelease(1, first, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+                               {"possible_worlds": _stamp(w1, 1)})
+    second = first.iloc[1:] if change == "delete" else first.assign(zone=np.where(first["pid"] == 3, "s3", "n1"))
+    with pytest.raises(NotPublishable, match=rf"{change}d.*§5.3.*{model}"):
+        MODEL.stages[0].run(second.reset_index(drop=True), spec, previous, rng)
+
+
+def test_a_column_revealed_later_fills_the_worlds_by_eq_8():
+    """§4.3: the worlds were made before ``blood_pressure`` existed; a later release publishes it and the worlds,
+    kept as permutations, give it to every individual (its own value, a quasi-identifier) without recomputation."""
+    spec = _random_spec(2)
+    rng = np.random.default_rng(3)
+    table = _random_table(rng, np.arange(12), 3)
+    snapshot = validate_snapshot(table, spec)
+    worlds = MODEL.stages[0].run(snapshot, spec.bind(snapshot), None, rng)["possible_worlds"]
+    pressure = dataclasses.replace(spec.quasi_identifiers["age"], name="pressure")
+    wider = dataclasses.replace(spec, quasi_identifiers={**spec.quasi_identifiers, "pressure": pressure})
+    later = validate_snapshot(table.assign(pressure=rng.integers(90, 150, len(table))), wider)
+    wider = wider.bind(later)
+    v = _publish(later, wider, ["pressure", "zone"], worlds)
+    assert all(r.ok for r in _judge(_stamp(v, 1), later, worlds, wider, 2))
+
+
+# ------------------------------------------------------------------------------------------ the model's verifier
+
+
+def _history(spec, snapshots, releases, worlds) -> History:
+    empty = pd.DataFrame({"release_id": pd.Series(dtype=np.int64), "group_id": pd.Series(dtype=np.int64),
+                          "count": pd.Series(dtype=np.int64)})
+    return History(spec, releases, empty, snapshots, None, states={"possible_worlds": worlds})
+
+
+def test_verify_checks_the_last_release_against_the_stored_worlds():
+    spec, truth = _table_9_spec(), fx.table_9a()
+    v1 = _stamp(_publish(truth, spec, ["A1"], _paper_world()), 1)
+    v2 = _stamp(_publish(truth, spec, ["A2"], _paper_world()), 2)
+    snapshots = pd.concat([_stamp(truth, 1), _stamp(truth, 2)], ignore_index=True)
+    worlds = pd.concat([_stamp(_paper_world(), 1), _stamp(_paper_world(), 2)], ignore_index=True)
+    reports = MODEL.verify(_history(spec, snapshots, pd.concat([v1, v2], ignore_index=True), worlds))
+    assert [r.name for r in reports] == ["worlds_admitted", "world_diversity", "possible_worlds_extend"]
+    assert all(r.ok for r in reports) and reports[0].summary["checks"] == 2  # release 2 only: O(|R|)
+    # release 2 published ungeneralised (T|{A2, A3}) does not admit the fake world
+    exact = v2.assign(A2__lo=[0.0, 2.0, 2.0, 0.0, 1.0], A2__hi=[0.0, 2.0, 2.0, 0.0, 1.0], A2=list(truth["A2"]),
+                      A3=list(truth["A3"]))
+    failed = MODEL.verify(_history(spec, snapshots, pd.concat([v1, exact], ignore_index=True), worlds))
+    assert not failed[0].ok and set(failed[0].violations["world"]) == {"1"}
+    # release 2's worlds must extend release 1's
+    other = worlds.assign(source_ID=np.where(worlds["release_id"] == 2, worlds["source_ID"].map(
+        {"b": "c", "c": "d", "d": "e", "e": "a", "a": "b"}), worlds["source_ID"]))
+    reports = MODEL.verify(_history(spec, snapshots, pd.concat([v1, v2], ignore_index=True), other))
+    assert reports[2].name == "possible_worlds_extend" and not reports[2].ok
+
+
+def test_world_diversity_of_algorithm_1_with_l_3():
+    """Theorem 4.2 on a larger table: the ℓ worlds link every individual to ℓ different values."""
+    spec = _random_spec(3)
+    rng = np.random.default_rng(5)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(60), 6), spec)
+    spec = spec.bind(snapshot)
+    worlds = MODEL.stages[0].run(snapshot, spec, None, rng)["possible_worlds"]
+    rebuilt = {"true": snapshot, **worlds_from_permutations(snapshot, worlds, spec)}
+    assert world_diversity(rebuilt, spec, 3).ok
+
+
+# ------------------------------------------------------------------------------------- through the release pipeline
+
+
+def test_release_next_publishes_an_insert_and_refuses_a_deletion(tmp_path):
+    """The pipeline end to end on a temporary store: the possible_worlds stage, the candidate, the judge (this
+    model's verifiers and the attacks, blocking) and publication, then an ℓ-diverse insert (§5.2), then a deletion
+    refused (§5.3) with nothing published."""
+    from dagster_privrelease import pipeline
+    from dagster_privrelease.storage import ReleaseStore
+
+    rng = np.random.default_rng(11)
+    first = _random_table(rng, np.arange(40), 4)
+    batch = _random_table(rng, np.arange(100, 110), 5)
+    with ReleaseStore(tmp_path / "seq.duckdb", _random_spec(2)).session() as store:
+        one = pipeline.release_next(store, first, attributes=["age", "zone"])
+        two = pipeline.release_next(store, pd.concat([first, batch], ignore_index=True), attributes=["age", "zone"])
+        for summary in (one, two):
+            assert all(summary["checks"].values()), summary["checks"]
+        assert two["inserts"] == 10 and two["rows"] == 50
+        # the verifier (Def. 3.1 / Thm. 4.3) and the possible-world attack each keep their own check
+        assert {"worlds_admitted", "world_diversity", "possible_worlds_extend", "possible_worlds", "join"} <= set(
+            two["checks"])
+        with pytest.raises(NotPublishable, match="deleted"):
+            pipeline.release_next(store, first.iloc[1:], attributes=["age"])
+        assert store.release_ids() == [1, 2]
+
+
+def test_release_next_vertical_releases(tmp_path):
+    """Releases with their own attributes through the pipeline: the model's guarantees, the possible-world attack
+    and the join attack with every QI known (V0, the adversary of §3) pass, every individual keeping at least ℓ
+    values through the join of the two releases (Theorem 4.3: the true and the fake world each give a joined
+    record), and the release is published."""
+    from dagster_privrelease import pipeline
+    from dagster_privrelease.storage import ReleaseStore
+
+    first = _random_table(np.random.default_rng(11), np.arange(40), 4)
+    with ReleaseStore(tmp_path / "seq.duckdb", _random_spec(2)).session() as store:
+        assert all(pipeline.release_next(store, first, attributes=["age", "zone"])["checks"].values())
+        pipeline.stage(store, 2, first)
+        for step in MODEL.stages:
+            pipeline.prepare(store, 2, step.name)
+        pipeline.make_candidate(store, 2, ["sex", "zone"])
+        reports = pipeline.judge(store, 2)
+        guarantees = [r for r in reports if r.summary["kind"] == "guarantee"]
+        attacks = {r.name: r for r in reports if r.summary["kind"] == "attack"}
+        assert [r.name for r in guarantees] == ["worlds_admitted", "world_diversity", "possible_worlds_extend"]
+        assert all(r.ok for r in guarantees)
+        assert attacks["possible_worlds"].ok and attacks["intersection"].ok
+        assert attacks["possible_worlds"].summary["min_candidates"] >= 2
+        assert attacks["join"].ok and attacks["join"].summary["min_candidates"] >= 2, attacks["join"].violations
+        pipeline.publish(store, 2, reports)
+        assert store.release_ids() == [1, 2]
+
+
+def test_the_store_reads_the_worlds_as_private_possible_world(tmp_path):
+    """The compact worlds (eq. (5)) read through the model's view ``private.possible_world(world, <id>,
+    <sensitive>)`` after two published requests with an insert between them: ℓ rows per individual of the latest
+    release, world 0 its true value, world 1 the value the judge's own ``worlds_from_permutations`` rebuilds from
+    the stored permutation, and ℓ different values per individual (Def. 3.2, checked by the judge)."""
+    from dagster_privrelease import pipeline
+    from dagster_privrelease.storage import ReleaseStore
+
+    rng = np.random.default_rng(4)
+    first = _random_table(rng, np.arange(30), 4)
+    second = pd.concat([first, _random_table(rng, np.arange(100, 110), 5)], ignore_index=True)
+    spec = _random_spec(2)
+    with ReleaseStore(tmp_path / "seq.duckdb", spec).session() as store:
+        pipeline.release_next(store, first, attributes=["age", "zone"])
+        pipeline.release_next(store, second, attributes=["zone", "sex"])
+        with store.connect() as con:
+            view = con.execute("SELECT * FROM private.possible_world ORDER BY world, pid").df()
+            compact = con.execute("SELECT world, pid, source_pid FROM private.state_possible_worlds "
+                                  "WHERE release_id = 2").df()
+            published = con.execute("SELECT table_name FROM information_schema.tables "
+                                    "WHERE table_schema = 'published'").df()["table_name"].tolist()
+    assert list(view.columns) == ["world", "pid", "disease"] and len(view) == 2 * len(second)
+    truth = view[view["world"] == 0].set_index("pid")["disease"]
+    assert truth.to_dict() == second.set_index("pid")["disease"].to_dict()
+    rebuilt = worlds_from_permutations(second, compact, spec)["1"].set_index("pid")["disease"]
+    assert view[view["world"] == 1].set_index("pid")["disease"].to_dict() == rebuilt.to_dict()
+    worlds = {str(w): frame for w, frame in view.groupby("world")}
+    assert world_diversity(worlds, spec, 2).ok
+    assert "possible_world" not in published and not any("world" in t for t in published)

@@ -1,0 +1,71 @@
+"""The value -> code / rank kernels against their plain numpy / pandas definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dagster_privrelease.core import encoding
+from tests.fixtures import xiao_tao
+
+
+def test_codes_in_is_the_text_lookup_of_every_value():
+    values = pd.Series(["flu", None, "hiv", "flu", 3, np.nan], dtype=object)
+    vocabulary = ["hiv", "flu", "3"]
+    expected = pd.Index(vocabulary).get_indexer(values.astype(str))
+    assert encoding.codes_in(values, vocabulary).tolist() == expected.tolist() == [1, -1, 0, 1, 2, -1]
+
+
+def test_value_codes_puts_the_domain_first_and_names_unseen_values():
+    codes, vocabulary = encoding.value_codes(pd.Series(["b", "z", "a", "z"]), ["a", "b"])
+    assert vocabulary == ["a", "b", "z"]
+    assert codes.tolist() == [1, 2, 0, 2]
+
+
+def test_sensitive_codes_and_encode_on_the_paper_table():
+    spec, snapshot = xiao_tao.spec(), xiao_tao.table_1a()
+    codes = encoding.sensitive_codes(snapshot, spec)
+    assert [spec.sensitive_values[c] for c in codes] == snapshot[spec.sensitive].astype(str).tolist()
+    X = encoding.encode(snapshot, spec)
+    for j, name in enumerate(spec.quasi_identifiers):
+        qi = spec.quasi_identifiers[name]
+        if qi.numeric:
+            assert X[:, j].tolist() == snapshot[name].astype(float).tolist()
+        else:
+            assert [qi.taxonomy.leaves[int(r)] for r in X[:, j]] == snapshot[name].astype(str).tolist()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(-50, 10_000), max_size=200))
+def test_unique_keys_and_dense_unique_are_numpys_unique(keys):
+    keys = np.array(keys, dtype=np.int64)
+    uniques, first, inverse, counts = encoding.unique_keys(keys)
+    u, f, i, c = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    assert uniques.tolist() == u.tolist() and first.tolist() == f.tolist()
+    assert inverse.tolist() == i.reshape(-1).tolist() and counts.tolist() == c.tolist()
+    uniques, inverse = encoding.dense_unique(keys)
+    assert uniques.tolist() == u.tolist() and inverse.tolist() == i.reshape(-1).tolist()
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_dense_ranks_rank_each_column_and_leave_nan_out(nan):
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 7, size=(300, 3)).astype(float) * 1.5
+    if nan:
+        X[rng.random(X.shape) < 0.2] = np.nan
+    ranks, values = encoding.dense_ranks(X)
+    for j in range(3):
+        known = ~np.isnan(X[:, j])
+        assert values[j].tolist() == np.unique(X[known, j]).tolist()
+        assert ranks[known, j].tolist() == np.unique(X[known, j], return_inverse=True)[1].reshape(-1).tolist()
+        assert (ranks[~known, j] == -1).all()
+
+
+def test_unique_rows_counts_distinct_rows():
+    rows = np.array([[1, 2], [0, 5], [1, 2], [0, 5], [0, 4]])
+    distinct, inverse, counts = encoding.unique_rows(rows)
+    assert distinct.tolist() == [[0, 4], [0, 5], [1, 2]]
+    assert inverse.tolist() == [2, 1, 2, 1, 0] and counts.tolist() == [1, 2, 2]

@@ -1,0 +1,148 @@
+"""The write side: one-transaction publication, idempotence, order, snapshots never overwritten, discard, the
+frames a model's stages keep with a staged release."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from dagster_privrelease.errors import SnapshotError, StoreError
+from dagster_privrelease.storage import frame_digest, write
+
+from .conftest import candidate, publish, published_rows, snapshot
+
+
+def test_publish_is_one_transaction(store, monkeypatch):
+    rows = snapshot(range(10))
+    store.stage_snapshot(1, rows)
+    release = candidate(store, 1)
+    real = write._insert
+
+    def failing(con, table, frame):
+        if table == "private.hosting":  # after published.release, .counterfeit and .domain were written
+            raise RuntimeError("disk full")
+        real(con, table, frame)
+
+    monkeypatch.setattr(write, "_insert", failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        store.publish(1, release, {}, {})
+    assert store.release_ids() == [] and published_rows(store) == 0
+    with store.connect() as con:
+        assert con.execute("SELECT count(*) FROM published.domain").fetchall()[0][0] == 0
+    monkeypatch.setattr(write, "_insert", real)
+    store.publish(1, release, {}, {})
+    assert store.release_ids() == [1] and published_rows(store) == 10
+
+
+def test_publish_is_idempotent(store):
+    release = publish(store, 1, snapshot(range(10)))
+    store.publish(1, release, {"other": False}, {})  # same content: no-op
+    assert store.release_ids() == [1] and published_rows(store) == 10
+    assert store.manifest().loc[0, "checks"] == {"k_anonymity": True}
+    other = candidate(store, 1, fakes=1)
+    with pytest.raises(StoreError, match="already published with different content"):
+        store.publish(1, other, {}, {})
+
+
+def test_out_of_order_is_refused(store):
+    store.stage_snapshot(1, snapshot(range(10)))
+    with pytest.raises(StoreError, match="next release to stage is 2"):
+        store.stage_snapshot(3, snapshot(range(10)))
+    store.stage_snapshot(2, snapshot(range(10), seed=3))
+    with pytest.raises(StoreError, match="next release to publish is 1"):
+        store.publish(2, candidate(store, 2), {}, {})
+    with pytest.raises(StoreError, match="predecessor, release 1, published first"):
+        store.previous(2)
+    with pytest.raises(StoreError, match="no candidate staged"):
+        store.candidate(1)
+
+
+def test_snapshot_is_never_overwritten(store):
+    """A published snapshot is never overwritten; an unpublished one (a refused release) is replaced by other
+    rows and kept for the same rows."""
+    first = store.stage_snapshot(1, snapshot(range(10)))
+    assert frame_digest(store.stage_snapshot(1, snapshot(range(10)))) == frame_digest(first)
+    replaced = store.stage_snapshot(1, snapshot(range(100, 120), seed=9))
+    assert sorted(replaced["pid"]) == list(range(100, 120))
+    store.discard(1)
+    publish(store, 1, snapshot(range(10)))
+    first = store.snapshot(1)
+    again = store.stage_snapshot(1, snapshot(range(100, 120), seed=9))
+    assert frame_digest(again) == frame_digest(first) == frame_digest(store.snapshot(1))
+    assert sorted(store.snapshot(1)["pid"]) == list(range(10))
+
+
+def test_discard_drops_an_unpublished_snapshot(store):
+    publish(store, 1, snapshot(range(10)))
+    store.stage_snapshot(2, snapshot(range(10), seed=1))
+    with pytest.raises(StoreError, match="never discarded"):
+        store.discard(1)
+    store.discard(2)
+    assert store.snapshot(2) is None
+    assert sorted(store.stage_snapshot(2, snapshot(range(50, 60)))["pid"]) == list(range(50, 60))
+
+
+def test_bad_snapshot_writes_nothing(store):
+    rows = snapshot(range(10))
+    rows.loc[3, "region"] = "e1"
+    with pytest.raises(SnapshotError, match=r"'region'.*'e1'"):
+        store.stage_snapshot(1, rows)
+    assert store.snapshot(1) is None
+
+
+def test_state_names_are_checked(store):
+    store.stage_snapshot(1, snapshot(range(10)))
+    release = candidate(store, 1)
+    release.state = {"Bad Name": release.state["signature"]}
+    with pytest.raises(StoreError, match="state 'Bad Name'"):
+        store.stage_candidate(1, release)
+    with duckdb.connect(str(store.path)) as con:
+        assert con.execute("SELECT count(*) FROM private.candidate_meta").fetchall()[0][0] == 0
+
+
+def worlds(n: int, seed: int = 0) -> pd.DataFrame:
+    """A stand-in for a model stage's frame (e.g. a possible-world set)."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"world": np.arange(n, dtype=np.int64), "pid": rng.integers(0, 10, n),
+                         "disease": rng.choice(["flu", "hiv"], n)})
+
+
+def test_stage_state_keeps_frames_with_the_staged_release(store):
+    """Frames kept with a staged release are read back, replaced by name, carried by the candidate and moved to
+    the model state by publication."""
+    store.stage_snapshot(1, snapshot(range(10)))
+    store.stage_state(1, {"worlds": worlds(4), "draws": worlds(2, seed=1)})
+    store.stage_state(1, {"worlds": worlds(3, seed=2)})  # replaces worlds, keeps draws
+    kept = store.staged_state(1)
+    assert sorted(kept) == ["draws", "worlds"]
+    assert "release_id" not in kept["worlds"].columns
+    assert frame_digest(kept["worlds"]) == frame_digest(worlds(3, seed=2))
+    assert frame_digest(kept["draws"]) == frame_digest(worlds(2, seed=1))
+    release = candidate(store, 1)
+    release.state = {**kept, **release.state}  # as pipeline.make_candidate hands them on
+    store.stage_candidate(1, release)
+    assert sorted(store.staged_state(1)) == ["draws", "signature", "worlds"]
+    store.publish(1, release, {}, {})
+    assert frame_digest(store.previous(2).state["worlds"]) == frame_digest(worlds(3, seed=2))
+    assert store.staged_state(2) == {}
+
+
+def test_stage_state_refuses_an_unstaged_release_and_writes_all_or_nothing(store):
+    with pytest.raises(StoreError, match="no snapshot staged"):
+        store.stage_state(1, {"worlds": worlds(4)})
+    store.stage_snapshot(1, snapshot(range(10)))
+    with pytest.raises(StoreError, match="state 'Bad Name'"):
+        store.stage_state(1, {"worlds": worlds(4), "Bad Name": worlds(2)})
+    assert store.staged_state(1) == {}
+
+
+def test_discard_drops_the_kept_frames(store):
+    publish(store, 1, snapshot(range(10)))
+    store.stage_snapshot(2, snapshot(range(12), seed=1))
+    store.stage_state(2, {"worlds": worlds(5)})
+    store.discard(2)
+    assert store.staged_state(2) == {} and store.snapshot(2) is None
+    with pytest.raises(StoreError, match="no snapshot staged"):
+        store.stage_state(2, {"worlds": worlds(5)})
