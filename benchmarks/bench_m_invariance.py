@@ -165,7 +165,7 @@ def first_release(table: pd.DataFrame) -> None:
 def duckdb_floor(snapshot: pd.DataFrame, folder: Path) -> float:
     """Wall seconds for DuckDB to read the snapshot from Parquet and sort it on the QIs and sensitive column
     (``common.read_sort_floor``: the least of 3 runs)."""
-    return read_sort_floor(snapshot, [*QIS, SENSITIVE], folder)
+    return read_sort_floor(snapshot, [*QIS, SENSITIVE], folder)[0]
 
 
 def scale(table: pd.DataFrame) -> None:

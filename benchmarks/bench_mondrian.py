@@ -76,7 +76,7 @@ def publish(snapshot: pd.DataFrame, spec: Spec):
 
 
 def anjana_hierarchies(snapshot: pd.DataFrame, spec: Spec, numeric: str) -> dict:
-    """anjana's hierarchies equivalent to ours: per QI, level -> generalised value of each domain value.
+    """Anjana's hierarchies equivalent to ours: per QI, level -> generalised value of each domain value.
 
     Categorical: level j is each leaf's ancestor j steps up (stopping at the root), so level 0 is the leaf and
     the last level the root. Numeric ``numeric``: the distinct values, then bins of ``AGE_BINS`` years, then
@@ -105,7 +105,7 @@ def anjana_hierarchies(snapshot: pd.DataFrame, spec: Spec, numeric: str) -> dict
 
 
 def anjana_bounds(generalised: pd.DataFrame, spec: Spec, domain: tuple[float, float]) -> pd.DataFrame:
-    """anjana's generalised QI values as the published ``A__lo``/``A__hi`` columns (leaf ranks, clipped ages)."""
+    """Anjana's generalised QI values as the published ``A__lo``/``A__hi`` columns (leaf ranks, clipped ages)."""
     table = {}
     for name, qi in spec.quasi_identifiers.items():
         labels = generalised[name].astype(str)
@@ -126,8 +126,8 @@ def anjana_bounds(generalised: pd.DataFrame, spec: Spec, domain: tuple[float, fl
 
 def run_anjana(python: Path, snapshot: pd.DataFrame, spec: Spec, numeric: str, k: int, l: int):  # noqa: E741
     """Run anjana once in its venv: ``(seconds, generalised QI frame)``. Raises PeerUnavailable on failure."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
         columns = ["id", *spec.quasi_identifiers, spec.sensitive]
         data = snapshot[columns].copy()
         data[numeric] = data[numeric].astype(int)

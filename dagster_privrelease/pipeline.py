@@ -28,8 +28,11 @@ import numpy as np
 import pandas as pd
 
 from .core import models
+from .core.encoding import qi_values
+from .core.hierarchy import interval_labels
 from .core.judge.history import Report
 from .core.judge.utility import summarise
+from .core.models.recorded import RECORDED
 from .core.release import Release, release_rng
 from .core.spec import Spec, validate_snapshot
 from .core.stream import changes
@@ -315,3 +318,83 @@ def _failure(report: Report) -> str:
     first = public_violations(report).drop(columns="violations").head(1)
     where = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.iloc[0].items()} if first.shape[1] else {}
     return f"{report.name} failed ({len(violations)} violation(s)" + (f", first: {where})" if where else ")")
+
+
+def record_published(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str]) -> dict:
+    """Record, as the next release, a release the organisation published before it used this tool, as it was:
+    the projection of ``df`` (the table as it was then, every column of the spec) on ``attributes``, ungeneralised.
+
+    Contract. ``attributes`` names the published columns: quasi-identifiers, non-identifiers and the sensitive
+    column. Each named quasi-identifier ``A`` is published as its value (label = the value, ``A__lo == A__hi`` =
+    its rank, or the number); the others are null, as in any release that does not publish them; a non-identifier
+    or the sensitive column is its value when named, null otherwise (xy_privacy's ``publish_sensitive: false``
+    publishes a null sensitive column the same way). ``group_id`` is null: the rows form no group. The manifest
+    row says ``model = "recorded"`` (``RECORDED``: not protected by any model), ``params = {"published":
+    attributes}``, ``attributes`` = the named quasi-identifiers, empty ``checks`` and ``utility``: no model ran
+    and no judge ran, there is nothing to refuse, it is already public. The snapshot is kept privately like any
+    release's, so the judge of a later release knows who the recorded rows are, and the private state frame
+    ``recorded`` (the published columns) marks the release as recorded for the judge (``core.models.recorded``).
+
+    Later releases of the spec's model read it through ``PreviousRelease.earlier`` and are judged against it: the
+    model's guarantee over every release, recorded ones included; the attacks for what the later releases add
+    to what the recorded ones disclose alone (``recorded.discount_recorded``). Recording is therefore refused (SpecError) unless the spec's model reads every earlier release
+    (``ModelDescriptor.reads == "all"``, e.g. ``xy_privacy``), and (StoreError) once a release published by a
+    model is in the store: recorded releases come first. SpecError for a name that is not a column of the spec
+    (the id is never published), SnapshotError for a snapshot the spec refuses (``stage``). Staging and
+    publication run under one lock (``store.session()``); the publication is one transaction, so a failure leaves
+    at most a staged, unpublished snapshot, replaced by the next release. Recording the same rows and attributes
+    again publishes nothing (``outcome`` "unchanged"). Returns ``{"release_id", "outcome": "recorded" |
+    "unchanged", "model", "rows", "attributes"}``.
+    """
+    spec = store.spec
+    model = models.descriptor(spec.model.name)
+    if model.reads != "all":
+        readers = [n for n in models.names() if models.descriptor(n).reads == "all"]
+        raise SpecError(f"model.name: model {spec.model.name} reads only {model.reads!r} of the earlier releases, so "
+                        f"it could not take a recorded release into account; recording needs a model that reads "
+                        f"every earlier release ({readers})")
+    columns = [*spec.quasi_identifiers, *spec.non_identifiers, spec.sensitive]
+    unknown = [a for a in attributes if a not in columns]
+    if unknown or not attributes:
+        raise SpecError(f"attributes {list(unknown or attributes)}: a recorded release publishes columns of spec "
+                        f"{spec.name!r} ({columns}; never the id {spec.id!r}), at least one")
+    named = set(attributes)
+    qis = tuple(a for a in spec.quasi_identifiers if a in named)
+    with store.session():
+        manifest = store.manifest()
+        by_model = manifest[manifest["model"] != RECORDED]
+        if len(by_model):
+            raise StoreError(f"{store.path}: release {int(by_model['release_id'].iloc[0])} was published by model "
+                             f"{by_model['model'].iloc[0]}; a release published before this tool is recorded before "
+                             "the first release the tool publishes")
+        if len(manifest):
+            last = manifest.iloc[-1]
+            stored = store.snapshot(int(last["release_id"]))
+            if (list(last["params"].get("published", [])) == list(attributes) and stored is not None
+                    and frame_digest(validate_snapshot(df, spec)) == frame_digest(stored)):
+                return {"release_id": int(last["release_id"]), "outcome": "unchanged", "model": RECORDED,
+                        "rows": int(last["rows"]), "attributes": list(attributes)}
+        release_id = next_release_id(store)
+        snapshot = stage(store, release_id, df)
+        bound = store.bound_spec(snapshot)
+        order = snapshot.reset_index(drop=True)
+        table = pd.DataFrame({"group_id": pd.array([pd.NA] * len(order), dtype="Int64")})
+        for name, qi in bound.quasi_identifiers.items():
+            if name not in named:
+                table[name], table[f"{name}__lo"], table[f"{name}__hi"] = None, np.nan, np.nan
+            else:
+                values = qi_values(order[name], bound, name)  # a number, or a categorical value's leaf rank
+                label = interval_labels(values, values) if qi.numeric else order[name].astype(str)
+                table[name], table[f"{name}__lo"], table[f"{name}__hi"] = label, values, values
+        for name in [*spec.non_identifiers, spec.sensitive]:
+            table[name] = order[name] if name in named else None
+        release = Release(
+            table=table,
+            hosting=pd.DataFrame({spec.id: order[spec.id], "group_id": table["group_id"]}),
+            counterfeits=pd.DataFrame({"group_id": pd.Series(dtype=np.int64), "count": pd.Series(dtype=np.int64)}),
+            model=RECORDED, params={"published": list(attributes)}, attributes=qis,
+            state={RECORDED: pd.DataFrame({"published": list(attributes)})},
+        )
+        store.publish(release_id, release, {}, {})
+    return {"release_id": release_id, "outcome": "recorded", "model": RECORDED, "rows": len(table),
+            "attributes": list(attributes)}

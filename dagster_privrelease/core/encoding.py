@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from .spec import Spec
+    from .spec import BoundSpec
 
 
 # ------------------------------------------------------------------------------------------------- value -> code
@@ -59,7 +59,7 @@ def value_codes(values: pd.Series, domain: Sequence[str] | None = None) -> tuple
     return pd.Index(vocabulary).get_indexer(text)[local], vocabulary
 
 
-def sensitive_codes(table: pd.DataFrame, spec: Spec) -> np.ndarray:
+def sensitive_codes(table: pd.DataFrame, spec: BoundSpec) -> np.ndarray:
     """The sensitive column of ``table`` as codes into ``spec.sensitive_values`` (a bound spec), -1 for a value
     outside the domain (e.g. the null of a release that leaves the sensitive attribute out). O(n)."""
     return codes_in(table[spec.sensitive], spec.sensitive_values)
@@ -68,17 +68,17 @@ def sensitive_codes(table: pd.DataFrame, spec: Spec) -> np.ndarray:
 # -------------------------------------------------------------------------------------------------- value -> rank
 
 
-def qi_values(values: pd.Series, spec: Spec, name: str) -> np.ndarray:
+def qi_values(values: pd.Series, spec: BoundSpec, name: str) -> np.ndarray:
     """One quasi-identifier column as float64: a numeric attribute's values, a categorical's leaf ranks in its
     taxonomy (-1 for a value that is no leaf). A published ``A__lo``/``A__hi`` bound is in the same units, so a
     point-in-box test compares the two directly (Xiao-Tao Def. 2 (2)). Needs a bound spec. O(n)."""
     qi = spec.quasi_identifiers[name]
     if qi.numeric:
         return values.to_numpy(dtype=np.float64)
-    return codes_in(values, qi.taxonomy.leaves).astype(np.float64)
+    return codes_in(values, spec.taxonomy(name).leaves).astype(np.float64)
 
 
-def encode(snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
+def encode(snapshot: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
     """The quasi-identifiers (default: all of the spec's, in spec order) of a validated snapshot as an (n, d)
     float64 matrix of ``qi_values``: numbers, categoricals as leaf ranks. Needs a bound spec. O(n d)."""
     names = attributes or tuple(spec.quasi_identifiers)

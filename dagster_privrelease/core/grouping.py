@@ -25,7 +25,7 @@ from scipy import sparse
 from .encoding import sensitive_codes, unique_keys, unique_rows
 
 if TYPE_CHECKING:
-    from .spec import Spec
+    from .spec import BoundSpec, Spec
 
 
 # ------------------------------------------------------------------------------------------- the published layout
@@ -110,7 +110,7 @@ def qi_groups(table: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
 
 
 def class_boxes(
-    table: pd.DataFrame, spec: Spec, names: list[str]
+    table: pd.DataFrame, spec: BoundSpec, names: list[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The classes of one release as the adversary sees them (taxonomy §IV-B): ``(label, lo, hi, counts)``, the
     class of each row (``qi_classes`` on ``names``), each class's box on ``names`` (classes x names) and its

@@ -102,6 +102,7 @@ class Taxonomy:
 
     @property
     def root(self) -> Node:
+        """The root node (the whole domain)."""
         return self.nodes[0]
 
     @property
@@ -165,7 +166,7 @@ class Taxonomy:
 
     def generalise(self, lo: Sequence[int] | np.ndarray, hi: Sequence[int] | np.ndarray):
         """Closure of each range ``lo..hi`` as ``(label, node_lo, node_hi)`` arrays."""
-        index = self.closure(lo, hi)
+        index = self.closure(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
         node_lo, node_hi, names = self.node_arrays()
         return names[index], node_lo[index], node_hi[index]
 

@@ -2,8 +2,10 @@
 
 - ``overlapping_pairs``: every pair of boxes that intersect on every column (the lossy join of vertical releases,
   Wang-Fung §1.1; the class overlaps of the backward attack, taxonomy Def. 16).
-- ``contained_pairs``: every (point, box) pair with the point inside the box (Xiao-Tao Def. 15's "contains": the
-  candidate sensitive sets; Shmueli-Tassa Def. 3.1's "generalises"; the cells of KL(T, T*), taxonomy Def. 55).
+- ``contained_pairs``: every (point, box) pair with the point inside the box (Xiao-Tao Def. 15's "contains";
+  Shmueli-Tassa Def. 3.1's "generalises"; the cells of KL(T, T*), taxonomy Def. 55).
+- ``contained_union``: per point, the OR of the bitsets of the boxes containing it, without the pairs (the
+  candidate sensitive sets, Xiao-Tao Def. 15);
 - ``expand_runs``: the run expansion every join ends with (runs of sorted candidates, each a ``(start, length)``
   pair, expanded into one row per candidate with ``np.repeat``).
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from .encoding import dense_unique, encode
 from .hierarchy import Taxonomy, interval_labels, widen
-from .spec import Spec
+from .spec import BoundSpec, Spec
 
 
 @dataclass
@@ -48,10 +48,12 @@ class Release:
 
     @property
     def groups(self) -> int:
+        """Number of distinct published groups (counterfeit-only groups do not exist)."""
         return int(self.table["group_id"].nunique())
 
     @property
     def counterfeit_count(self) -> int:
+        """Counterfeit tuples in the release: the sum of R(j)."""
         return int(self.counterfeits["count"].sum()) if len(self.counterfeits) else 0
 
 
@@ -73,7 +75,7 @@ class PreviousRelease:
 
 
 def group_boxes(
-    X: np.ndarray, groups: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None = None,
+    X: np.ndarray, groups: np.ndarray, spec: BoundSpec, attributes: tuple[str, ...] | None = None,
     categorical: str = "node",
 ) -> pd.DataFrame:
     """The generalised box of each group: for each attribute ``A``, ``A``, ``A__lo``, ``A__hi``; index group id.
@@ -96,9 +98,9 @@ def group_boxes(
             lo, hi = widen(lo, hi, qi.min_width)
             label = interval_labels(lo, hi)
         elif categorical == "interval":
-            label = leaf_interval_labels(qi.taxonomy, lo.astype(np.int64), hi.astype(np.int64))
+            label = leaf_interval_labels(spec.taxonomy(name), lo.astype(np.int64), hi.astype(np.int64))
         else:
-            label, lo, hi = qi.taxonomy.generalise(lo.astype(np.int64), hi.astype(np.int64))
+            label, lo, hi = spec.taxonomy(name).generalise(lo.astype(np.int64), hi.astype(np.int64))
         boxes[name] = label
         boxes[f"{name}__lo"] = lo
         boxes[f"{name}__hi"] = hi
@@ -117,7 +119,7 @@ def leaf_interval_labels(taxonomy: Taxonomy, lo: np.ndarray, hi: np.ndarray) -> 
 def build_release(
     snapshot: pd.DataFrame,
     groups: np.ndarray,
-    spec: Spec,
+    spec: BoundSpec,
     rng: np.random.Generator,
     counterfeits: pd.DataFrame | None = None,
     attributes: tuple[str, ...] | None = None,

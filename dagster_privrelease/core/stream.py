@@ -123,13 +123,13 @@ def _update_rules(
     return {c: rule if rule is not None else _another_value(base[c], pool.get(c)) for c, rule in given.items()}
 
 
-def _another_value(*parts: pd.Series | None) -> UpdateRule:
-    """The rule 'a value of the domain other than the current one, uniformly' over the values in ``parts``
-    (a null, outside the domain, becomes any value of it)."""
-    domain = pd.unique(pd.concat([p for p in parts if p is not None], ignore_index=True).dropna())
+def _another_value(current: pd.Series, pool: pd.Series | None) -> UpdateRule:
+    """The rule 'a value of the domain other than the current one, uniformly' over the values of ``current``
+    and ``pool`` (a null, outside the domain, becomes any value of it)."""
+    domain = pd.unique(pd.concat([p for p in (current, pool) if p is not None], ignore_index=True).dropna())
     domain = np.asarray(domain)
     if len(domain) < 2:
-        raise ValueError(f"stream: column {parts[0].name!r} has fewer than 2 values; an update cannot change it")
+        raise ValueError(f"stream: column {current.name!r} has fewer than 2 values; an update cannot change it")
     index = pd.Index(domain)
 
     def rule(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -145,7 +145,7 @@ def _internal_updates(
 ) -> pd.DataFrame:
     """``df`` (a fresh frame, changed in place) with ``round(fraction * len(df))`` random rows changed by every
     rule."""
-    count = int(round(fraction * len(df)))
+    count = round(fraction * len(df))
     if not rules or count == 0:
         return df
     rows = rng.choice(len(df), size=count, replace=False)

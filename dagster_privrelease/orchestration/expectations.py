@@ -1,6 +1,6 @@
 """Great Expectations 1.x suites for a release candidate: schema and values, never the guarantee itself.
 
-GE checks what a pandas batch can express (DESIGN.md, "Dagster"): the published columns are exactly those of the
+GE checks what a pandas batch can express: the published columns are exactly those of the
 DuckDB contract (so no identifier column leaks), every generalised bound is ordered (``A__lo <= A__hi``) and
 inside its attribute's domain, and every sensitive value is in the sensitive domain. The guarantees across
 releases are the core verifiers' job. ``dagster-ge`` needs great-expectations < 1, so GE is called directly with
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..core.judge.history import Report
-from ..core.spec import Spec
+from ..core.spec import BoundSpec
 
 if TYPE_CHECKING:
     import great_expectations as gx
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 NAME = "great_expectations"
 
 
-def published_columns(spec: Spec, attributes: tuple[str, ...]) -> list[str]:
+def published_columns(spec: BoundSpec, attributes: tuple[str, ...]) -> list[str]:
     """The columns of a release table (without ``release_id``) per the DuckDB contract."""
     columns = ["group_id"]
     for name in attributes:
@@ -36,7 +36,7 @@ def published_columns(spec: Spec, attributes: tuple[str, ...]) -> list[str]:
     return [*columns, *spec.non_identifiers, spec.sensitive]
 
 
-def release_suite(spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> gx.ExpectationSuite:
+def release_suite(spec: BoundSpec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> gx.ExpectationSuite:
     """The expectations a release of ``snapshot`` under the bound ``spec`` must meet (GE needs an active
     context to build a suite: ``validate_release`` makes it first).
 
@@ -59,7 +59,7 @@ def release_suite(spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...
             top = high + qi.min_width
             suite.add_expectation(ex.ExpectColumnValuesToBeBetween(column=hi, min_value=low, max_value=top))
         else:
-            top = len(qi.taxonomy.leaves) - 1
+            top = len(spec.taxonomy(name).leaves) - 1
             for column in (lo, hi):
                 suite.add_expectation(ex.ExpectColumnValuesToBeBetween(column=column, min_value=0, max_value=top))
         suite.add_expectation(ex.ExpectColumnValuesToNotBeNull(column=name))
@@ -87,7 +87,7 @@ def _candidates() -> BatchDefinition:
     )
 
 
-def validate_release(table: pd.DataFrame, spec: Spec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Report:
+def validate_release(table: pd.DataFrame, spec: BoundSpec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Report:
     """Validate a release table against ``release_suite``; one violation row per failed expectation. Cost: GE's
     import and context once per process (``_candidates``), then one pass of GE's metrics over ``table`` per
     expectation (about 0.3 s on 2,000 rows)."""

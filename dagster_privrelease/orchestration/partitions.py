@@ -1,4 +1,4 @@
-"""Partition keys of a protected table, and the partition a step works on (DESIGN.md, "Dagster").
+"""Partition keys of a protected table, and the partition a step works on.
 
 One dynamic partition per release. Keys are zero-padded and increase, so they sort in release order. A key is a release id for a plain source
 table and a log position for a change log (positions have gaps), so a key's release id is its rank among the

@@ -1,8 +1,8 @@
 """The release store as a Dagster resource.
 
-Every asset of a protected table reads and writes through ``ReleaseStore`` (``storage.py`` owns all the SQL),
+Every asset of a protected table reads and writes through ``ReleaseStore`` (the ``storage`` package owns all the SQL),
 never through an IO manager: the pandas DuckDB IO manager inserts positionally, so a reordered column would
-silently corrupt a partition (DESIGN.md, "Dagster").
+silently corrupt a partition.
 """
 
 from __future__ import annotations

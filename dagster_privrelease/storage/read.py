@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core.judge.history import History
 from ..core.release import PreviousRelease, Release
-from ..core.spec import Spec
+from ..core.spec import BoundSpec
 from ..errors import StoreError
 from .connection import first_row, open_duckdb, query_frame, release_rows, scalar, table_exists
 from .schema import StoreSchema, ids_text, published_ids, state_tables, stored_snapshot
@@ -54,7 +54,7 @@ class StoreReader(StoreSchema):
         with self._open() as con:
             return stored_snapshot(con, release_id)
 
-    def bound_spec(self, snapshot: pd.DataFrame | None = None) -> Spec:
+    def bound_spec(self, snapshot: pd.DataFrame) -> BoundSpec:
         """The spec bound with the stored domains, then extended with ``snapshot``'s values.
 
         Leaf ranks of flat taxonomies and codes of the sensitive values are those of ``published.domain`` and

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.hierarchy import Taxonomy
-from ..core.spec import Spec, column_kind
+from ..core.spec import BoundSpec, Spec, column_kind
 from ..errors import StoreError
 from .connection import StoreConnection, first_row, quote, release_rows, scalar, table_exists, transaction
 
@@ -139,7 +139,7 @@ class StoreSchema(StoreConnection):
             bound = "DOUBLE" if qi.numeric else "BIGINT"
             release += [f"{quote(name)} VARCHAR", f"{quote(name + '__lo')} {bound}", f"{quote(name + '__hi')} {bound}"]
         release += [f"{quote(n)} {types[n]}" for n in spec.non_identifiers]
-        release.append(f"{quote(spec.sensitive)} VARCHAR NOT NULL")
+        release.append(f"{quote(spec.sensitive)} VARCHAR")  # null: a release that does not publish it (vertical)
         for table, columns in (
             ("private.snapshot", snapshot),
             ("private.hosting", hosting),
@@ -208,7 +208,7 @@ class StoreSchema(StoreConnection):
             "new --db) if the column's meaning changed"
         )
 
-    def _bound_spec(self, con: duckdb.DuckDBPyConnection, snapshot: pd.DataFrame | None) -> Spec:
+    def _bound_spec(self, con: duckdb.DuckDBPyConnection, snapshot: pd.DataFrame) -> BoundSpec:
         """The spec with the stored domains, then bound to ``snapshot`` (``read.StoreReader.bound_spec``)."""
         spec = self.spec
         domain = con.execute('SELECT attribute, "value" FROM published.domain ORDER BY attribute, "rank"').df()
@@ -229,8 +229,7 @@ class StoreSchema(StoreConnection):
                 _check_domain(values, spec.sensitive_values, f"the domain of {spec.sensitive!r}", self.path)
             else:
                 sensitive = values
-        spec = dataclasses.replace(spec, quasi_identifiers=qis, sensitive_values=sensitive)
-        return spec if snapshot is None else spec.bind(snapshot)
+        return dataclasses.replace(spec, quasi_identifiers=qis, sensitive_values=sensitive).bind(snapshot)
 
 
 def new_domain_rows(con: duckdb.DuckDBPyConnection, spec: Spec) -> tuple[pd.DataFrame, pd.DataFrame]:

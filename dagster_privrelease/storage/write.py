@@ -9,6 +9,7 @@ each published release's content (``release_digest``) is kept in ``private.diges
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -24,7 +25,7 @@ import pandas as pd
 
 from ..core.models import find
 from ..core.release import Release
-from ..core.spec import Spec, validate_snapshot
+from ..core.spec import BoundSpec, validate_snapshot
 from ..errors import StoreError
 from .connection import quote, scalar, table_exists
 from .schema import (
@@ -202,14 +203,15 @@ class StoreWriter(StoreSchema):
             snapshot = stored_snapshot(con, release_id)
             if snapshot is None:
                 raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-            domain, sensitive = new_domain_rows(con, self._bound_spec(con, snapshot))
+            bound = self._bound_spec(con, snapshot)
+            domain, sensitive = new_domain_rows(con, bound)
             _insert(con, "published.release", _with_id(release.table, release_id))
             _insert(con, "published.counterfeit", _with_id(release.counterfeits, release_id))
             _insert(con, "published.domain", domain)
             _insert(con, "private.sensitive_domain", sensitive)
             _insert(con, "private.hosting", _with_id(release.hosting, release_id))
             _write_states(con, "state_", release_id, release.state)
-            _create_state_views(con, self.spec)
+            _create_state_views(con, bound)
             _insert(con, "private.digest", pd.DataFrame({"release_id": [release_id], "digest": [digest]}))
             manifest = pd.DataFrame({
                 "release_id": [release_id],
@@ -310,7 +312,8 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> 
     except duckdb.Error as exc:
         raise StoreError(f"{table}: cannot store the rows ({exc})") from exc
     finally:
-        con.unregister(_FRAME)
+        with contextlib.suppress(duckdb.Error):  # after a failed statement the transaction refuses it; rollback drops it
+            con.unregister(_FRAME)
 
 
 def _write_states(
@@ -327,7 +330,7 @@ def _write_states(
         _insert(con, f"private.{prefix}{name}", _with_id(frame, release_id))
 
 
-def _create_state_views(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
+def _create_state_views(con: duckdb.DuckDBPyConnection, spec: BoundSpec) -> None:
     """The views the spec's model declares over its published state (``Stage.views``), each created (or replaced)
     as ``private.<view>`` once ``private.state_<stage>`` exists. Model-agnostic: the SQL is the model's. O(views)."""
     model = find(spec.model.name)

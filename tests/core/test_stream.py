@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -41,7 +43,7 @@ def test_each_release_deletes_r_rows_and_inserts_r_unused_pool_rows():
     pd.testing.assert_frame_equal(snapshots[0], base)
     seen: set[int] = set(base["id"])
     gone: set[int] = set()
-    for prev, cur in zip(snapshots, snapshots[1:], strict=False):
+    for prev, cur in itertools.pairwise(snapshots):
         assert changes(prev, cur, "id") == {"inserts": 50, "deletes": 50, "updates": 0}
         new = set(cur["id"]) - set(prev["id"])
         assert new <= set(pool["id"]) and new.isdisjoint(seen)  # each pool row is inserted once
@@ -90,7 +92,7 @@ def test_internal_updates_change_a_fraction_of_the_survivors_to_another_domain_v
     domain = set(base["disease"]) | set(pool["disease"])
     snaps = list(stream(base, pool, r=100, releases=3, rng=np.random.default_rng(2), update_fraction=0.25,
                         update_columns=["disease"]))
-    for prev, cur in zip(snaps, snaps[1:], strict=False):
+    for prev, cur in itertools.pairwise(snaps):
         assert changes(prev, cur, "id") == {"inserts": 100, "deletes": 100, "updates": 75}  # 25% of 300 survivors
         both = prev.merge(cur, on="id", suffixes=("_prev", "_cur"))
         moved = both[both["disease_prev"] != both["disease_cur"]]

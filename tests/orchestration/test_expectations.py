@@ -5,6 +5,8 @@ import pandas as pd
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.orchestration.expectations import validate_release
 
+SNAPSHOT = pd.DataFrame({"id": [1, 2, 3, 4], "age": [20.0, 21.0, 30.0, 34.0], "sex": ["F", "M", "F", "F"],
+                         "visits": [1, 2, 3, 4], "disease": ["flu", "gastritis", "flu", "gastritis"]})
 SPEC = parse_spec({
     "name": "patients",
     "id": "id",
@@ -15,9 +17,7 @@ SPEC = parse_spec({
     },
     "non_identifiers": ["visits"],
     "model": {"name": "k_anonymity", "k": 2},
-})
-SNAPSHOT = pd.DataFrame({"id": [1, 2, 3, 4], "age": [20.0, 21.0, 30.0, 34.0], "sex": ["F", "M", "F", "F"],
-                         "visits": [1, 2, 3, 4], "disease": ["flu", "gastritis", "flu", "gastritis"]})
+}).bind(SNAPSHOT)
 ATTRS = ("age", "sex")
 
 

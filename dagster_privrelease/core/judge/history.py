@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..spec import Spec
+from ..spec import BoundSpec
 
 
 @dataclass
@@ -40,7 +40,7 @@ class History:
                   tuples); verifiers and attacks never do.
     """
 
-    spec: Spec
+    spec: BoundSpec
     releases: pd.DataFrame
     counterfeits: pd.DataFrame
     snapshots: pd.DataFrame | None = None

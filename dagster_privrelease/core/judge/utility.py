@@ -33,7 +33,7 @@ from scipy import sparse
 from ..encoding import encode, sensitive_codes
 from ..grouping import qi_classes, released_attributes
 from ..intervals import contained_pairs
-from ..spec import Spec
+from ..spec import BoundSpec
 
 
 def _bounds(table: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -47,11 +47,11 @@ def _numeric_width(table: pd.DataFrame, name: str, domains: Mapping[str, float] 
     return float(np.nanmax(hi) - np.nanmin(lo))
 
 
-def _leaves(spec: Spec, name: str) -> int:
-    return len(spec.quasi_identifiers[name].taxonomy.leaves)
+def _leaves(spec: BoundSpec, name: str) -> int:
+    return len(spec.taxonomy(name).leaves)
 
 
-def _penalties(table: pd.DataFrame, spec: Spec, names: list[str], domains, categorical) -> np.ndarray:
+def _penalties(table: pd.DataFrame, spec: BoundSpec, names: list[str], domains, categorical) -> np.ndarray:
     """(rows, attributes) matrix of per-entry penalties, NaN where the entry is not released.
 
     Numeric entries cost ``(hi - lo) / width``; categorical ones ``categorical(leaves under node, leaves)``.
@@ -77,7 +77,7 @@ def _ncp_categorical(under: np.ndarray, leaves: int) -> np.ndarray:
 
 def loss_metric(
     table: pd.DataFrame,
-    spec: Spec,
+    spec: BoundSpec,
     attributes: tuple[str, ...] | None = None,
     domains: Mapping[str, float] | None = None,
 ) -> float:
@@ -95,7 +95,7 @@ def loss_metric(
 
 def ncp(
     table: pd.DataFrame,
-    spec: Spec,
+    spec: BoundSpec,
     attributes: tuple[str, ...] | None = None,
     weights: Mapping[str, float] | None = None,
     domains: Mapping[str, float] | None = None,
@@ -123,7 +123,7 @@ def _value_frequencies(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def entropy_measure(
-    table: pd.DataFrame, snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None
+    table: pd.DataFrame, snapshot: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...] | None = None
 ) -> float:
     """EM information loss (Shmueli-Tassa §2.2): mean over released entries of the conditional entropy
     ``H(v) = -sum q_i log2 q_i``, ``q_i = p_i / sum p`` over the values ``b_i`` of the snapshot inside ``v``.
@@ -151,14 +151,14 @@ def entropy_measure(
 
 
 def _classes(
-    table: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None
+    table: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``grouping.qi_classes`` of one release (its ``release_id`` ignored) on its released attributes:
     ``(class per row, first row per class, size per class)``. O(n log n)."""
     return qi_classes(table, released_attributes(table, spec, attributes), by_release=False)
 
 
-def discernibility(table: pd.DataFrame, spec: Spec, k: int = 1) -> float:
+def discernibility(table: pd.DataFrame, spec: BoundSpec, k: int = 1) -> float:
     """Discernibility DM(T*, k) (taxonomy Def. 53): ``|Q|^2`` for each class of at least ``k`` rows and
     ``|T*| * |Q|`` for each smaller one. Classes per ``grouping.qi_classes``; counterfeits count as rows.
     O(n log n)."""
@@ -166,7 +166,7 @@ def discernibility(table: pd.DataFrame, spec: Spec, k: int = 1) -> float:
     return float(np.where(sizes >= k, sizes**2, len(table) * sizes).sum())
 
 
-def _cells(table: pd.DataFrame, spec: Spec, names: list[str], grids: list[np.ndarray]) -> np.ndarray:
+def _cells(table: pd.DataFrame, spec: BoundSpec, names: list[str], grids: list[np.ndarray]) -> np.ndarray:
     """Number of domain cells inside each row's box: the product over attributes of the grid values in it."""
     cells = np.ones(len(table))
     for name, grid in zip(names, grids, strict=True):
@@ -176,7 +176,7 @@ def _cells(table: pd.DataFrame, spec: Spec, names: list[str], grids: list[np.nda
 
 
 def kl_divergence(
-    table: pd.DataFrame, snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...] | None = None
+    table: pd.DataFrame, snapshot: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...] | None = None
 ) -> float:
     """KL(T, T*) (taxonomy Def. 55) over the cells (QI values, sensitive value) of the snapshot T.
 
@@ -205,7 +205,7 @@ def kl_divergence(
         return float(np.sum(p * np.log(p / p_star)))
 
 
-def _domain(snapshot_X: np.ndarray, spec: Spec, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _domain(snapshot_X: np.ndarray, spec: BoundSpec, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per attribute the domain ``[lo, hi]`` queries are drawn from: the snapshot's range (numeric) or the leaf
     ranks ``0..leaves-1`` (categorical)."""
     lo = np.empty(len(names))
@@ -219,7 +219,7 @@ def _domain(snapshot_X: np.ndarray, spec: Spec, names: list[str]) -> tuple[np.nd
 
 
 def random_queries(
-    snapshot: pd.DataFrame, spec: Spec, theta: float, queries: int, rng: np.random.Generator,
+    snapshot: pd.DataFrame, spec: BoundSpec, theta: float, queries: int, rng: np.random.Generator,
     attributes: tuple[str, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """A workload of range-count queries (Xiao-Tao §5.2): on each released QI and on the sensitive attribute a
@@ -251,7 +251,7 @@ def random_queries(
 
 
 def query_actual(
-    snapshot: pd.DataFrame, spec: Spec, lo: np.ndarray, hi: np.ndarray, attributes: tuple[str, ...] | None = None
+    snapshot: pd.DataFrame, spec: BoundSpec, lo: np.ndarray, hi: np.ndarray, attributes: tuple[str, ...] | None = None
 ) -> np.ndarray:
     """Exact answers ``act`` of the workload on the microdata T(j): tuples inside every range. Blocks of
     queries against all rows: O(queries * rows * (d + 1))."""
@@ -266,7 +266,7 @@ def query_actual(
 
 
 def query_estimate(
-    table: pd.DataFrame, counterfeits: pd.DataFrame, spec: Spec, lo: np.ndarray, hi: np.ndarray,
+    table: pd.DataFrame, counterfeits: pd.DataFrame, spec: BoundSpec, lo: np.ndarray, hi: np.ndarray,
     attributes: tuple[str, ...] | None = None,
 ) -> np.ndarray:
     """Estimated answers ``est`` from T*(j) and R(j) (Xiao-Tao §5.2): the sum over QI groups of
@@ -305,7 +305,7 @@ def query_estimate(
 
 
 def query_error(
-    table: pd.DataFrame, snapshot: pd.DataFrame, counterfeits: pd.DataFrame, spec: Spec,
+    table: pd.DataFrame, snapshot: pd.DataFrame, counterfeits: pd.DataFrame, spec: BoundSpec,
     theta: float = 0.1, queries: int = 1000, rng: np.random.Generator | None = None,
 ) -> float:
     """Workload error (Xiao-Tao §5.2; taxonomy Def. 51): the median of ``|act - est| / act`` over a workload of
@@ -322,7 +322,7 @@ def query_error(
 
 
 def summarise(
-    table: pd.DataFrame, counterfeits: pd.DataFrame, spec: Spec, snapshot: pd.DataFrame | None = None,
+    table: pd.DataFrame, counterfeits: pd.DataFrame, spec: BoundSpec, snapshot: pd.DataFrame | None = None,
     queries: int = 200,
 ) -> dict[str, float]:
     """The utility figures of one release for the manifest and the Dagster UI: ``lm``, ``ncp``,

@@ -78,15 +78,20 @@ def verify_history(history: History) -> list[Report]:
 def attack_history(history: History, attacks: Sequence[str] | None = None) -> list[Report]:
     """The named attacks (default: all) over the (judged) history, against the bound the model promises; an
     attack the model declares inapplicable (``ModelDescriptor.skipped_attacks``) is reported as skipped, with
-    the reason, in its place."""
+    the reason, in its place. After releases recorded as published before the tool (``recorded``), an attack
+    fails only for what the later releases add (``recorded.discount_recorded``)."""
     from ..judge.attacks import ATTACKS
     from ..judge.attacks import attack_history as run_attacks
     from ..judge.report import skipped
+    from .recorded import discount_recorded
 
     model = descriptor(history.spec.model.name)
     names = list(ATTACKS) if attacks is None else list(attacks)
-    ran = iter(run_attacks(judged(history), model.bound(history.spec.model.params),
-                           [a for a in names if a not in model.skipped_attacks]))
+    bound = model.bound(history.spec.model.params)
+    run = [a for a in names if a not in model.skipped_attacks]
+    every = [a for a in ATTACKS if a not in model.skipped_attacks]  # what the recorded releases disclose, by any
+    ran = iter(discount_recorded(history, run_attacks(judged(history), bound, run),
+                                 lambda before: run_attacks(judged(before), bound, every)))
     return [skipped(a, model.skipped_attacks[a]) if a in model.skipped_attacks else next(ran) for a in names]
 
 

@@ -12,35 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import SpecError
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
 
     from ..judge.history import Bound, History, Report
-    from ..release import PreviousRelease, Release
-    from ..spec import Spec
+    from ..release import Release
+    from ..spec import BoundSpec, Spec
 
 
-class Publisher(Protocol):
-    """``publish(snapshot, spec, previous, rng, **prepared) -> Release``.
-
-    ``snapshot``: T(n), validated and normalised (``spec.validate_snapshot``); ``spec``: the spec bound to the
-    stored domains and T(n); ``previous``: what the model may read of the past (``ModelDescriptor.reads``), None
-    for the first release; ``rng``: the release's generator (``release.release_rng``), the only randomness;
-    ``prepared``: the frames each of the model's stages (``ModelDescriptor.stages``) made for this release, by
-    stage output name.
-    """
-
-    def __call__(
-        self, snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator,
-        /, **prepared: pd.DataFrame,
-    ) -> Release:
-        """The release of ``snapshot`` (the contract above)."""
-        ...
+#: ``publish(snapshot, spec, previous, rng, **prepared) -> Release``.
+#:
+#: ``snapshot``: T(n), validated and normalised (``spec.validate_snapshot``); ``spec``: the ``BoundSpec`` (stored
+#: domains and T(n)), restricted to the release's attributes; ``previous``: what the model may read of the past
+#: (``ModelDescriptor.reads``), None for the first release; ``rng``: the release's generator
+#: (``release.release_rng``), the only randomness; ``prepared``: the frames each of the model's stages
+#: (``ModelDescriptor.stages``) made for this release, as keyword arguments named after the stages (a model
+#: without stages takes none).
+Publisher = Callable[..., "Release"]
 
 
 @dataclass(frozen=True)
@@ -74,9 +66,9 @@ class Param:
             raise SpecError(f"model.{key}: expected a string, got {value!r}")
         if self.kind in (dict, list) and not isinstance(value, self.kind):
             raise SpecError(f"model.{key}: expected a {'mapping' if self.kind is dict else 'list'}, got {value!r}")
-        if self.minimum is not None and value < self.minimum:
+        if self.minimum is not None and isinstance(value, int | float) and value < self.minimum:
             raise SpecError(f"model.{key}: must be at least {self.minimum:g}, got {value!r}")
-        if self.maximum is not None and value > self.maximum:
+        if self.maximum is not None and isinstance(value, int | float) and value > self.maximum:
             raise SpecError(f"model.{key}: must be at most {self.maximum:g}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise SpecError(f"model.{key}: must be one of {list(self.choices)}, got {value!r}")
@@ -103,7 +95,7 @@ class Stage:
     name: str
     description: str
     run: Callable[..., dict[str, pd.DataFrame]]
-    views: Mapping[str, Callable[[Spec], str]] = field(default_factory=dict)
+    views: Mapping[str, Callable[[BoundSpec], str]] = field(default_factory=dict)
 
 
 #: What of the past a model reads for release n: nothing (single-release baselines), release n-1 and its

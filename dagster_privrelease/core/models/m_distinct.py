@@ -67,6 +67,10 @@ Where the paper leaves a choice open, this module decides as follows (each funct
   choice would.
 
 Lifespans are one interval of releases (Def. 1): an id deleted and inserted again is a new record here.
+
+Size: this module is over the ~500 lines a module of this package keeps to, because it holds the three phases
+of §V (create buckets, assign records, split) and the refusals in one place while their shared state (entries,
+update-set matrix, bucket tables) settles; the next step is a package with one module per phase.
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ from ..encoding import dense_unique, encode, sensitive_codes
 from ..judge.history import Bound
 from ..judge.verifiers import verify_m_distinct
 from ..release import PreviousRelease, Release, build_release
-from ..spec import Spec
+from ..spec import BoundSpec, Spec
 from . import m_invariance, mondrian
 from .base import ModelDescriptor, Param
 
@@ -130,16 +134,17 @@ def closed_sets(update_sets: Mapping[Any, Any]) -> dict[str, set[str]]:
 
 def check_spec(spec: Spec) -> None:
     """With a sensitive domain written in the spec, ``update_sets`` names values of that domain only."""
-    if not spec.sensitive_written:
+    domain = spec.sensitive_values
+    if not spec.sensitive_written or domain is None:
         return
     named = {v for a, targets in closed_sets(spec.model.params["update_sets"]).items() for v in {a, *targets}}
-    unknown = sorted(named - set(spec.sensitive_values))
+    unknown = sorted(named - set(domain))
     if unknown:
         raise SpecError(f"model.update_sets: value(s) {unknown} are not in the sensitive domain of "
-                        f"{spec.sensitive!r} ({list(spec.sensitive_values)})")
+                        f"{spec.sensitive!r} ({list(domain)})")
 
 
-def cus_matrix(spec: Spec) -> np.ndarray:
+def cus_matrix(spec: BoundSpec) -> np.ndarray:
     """(V, V) bool: ``C[a, b]`` is b ∈ CUS(a) over ``spec.sensitive_values`` (bound spec); a value without an entry
     can only stay itself. O(V² + size of update_sets)."""
     values = pd.Index(spec.sensitive_values)
@@ -180,7 +185,7 @@ class Changes:
         return self.qi_updated | self.sensitive_updated
 
 
-def diff(before: pd.DataFrame, after: pd.DataFrame, spec: Spec) -> Changes:
+def diff(before: pd.DataFrame, after: pd.DataFrame, spec: BoundSpec) -> Changes:
     """Insertions, deletions and internal updates turning the validated T(n-1) ``before`` into T(n) ``after``.
     One hash look-up of the ids, then one vectorised comparison per QI and the sensitive column. O(n·d)."""
     where = pd.Index(before[spec.id]).get_indexer(after[spec.id])
@@ -196,7 +201,7 @@ def diff(before: pd.DataFrame, after: pd.DataFrame, spec: Spec) -> Changes:
     return Changes(where, len(before) - len(old), qi, sensitive)
 
 
-def refuse_illegal_updates(before: pd.DataFrame, after: pd.DataFrame, changes: Changes, spec: Spec,
+def refuse_illegal_updates(before: pd.DataFrame, after: pd.DataFrame, changes: Changes, spec: BoundSpec,
                            C: np.ndarray) -> None:
     """NotPublishable when a record's sensitive value changed to a value outside CUS(old value) (Def. 12): the
     adversary, who knows the CUS, would prune every path of its SUG through the old value (Def. 11). The message
@@ -225,7 +230,7 @@ def refuse_illegal_updates(before: pd.DataFrame, after: pd.DataFrame, changes: C
 
 
 def previous_signatures(
-    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease, C: np.ndarray
+    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease, C: np.ndarray
 ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     """The update set signature (Def. 13) of each record's hosting group in T*(n-1).
 
@@ -238,17 +243,8 @@ def previous_signatures(
     m = int(spec.model.params["m"])
     where = pd.Index(previous.hosting[spec.id]).get_indexer(snapshot[spec.id])
     old = where >= 0
-    table = previous.table
     hosted = previous.hosting["group_id"].to_numpy()[where[old]]
-    codes = sensitive_codes(table, spec)
-    if (codes < 0).any():
-        raise NotPublishable(
-            f"release {previous.release_id} published {spec.sensitive!r} value "
-            f"{table[spec.sensitive].to_numpy()[codes < 0][0]!r}, which the spec's sensitive domain no longer has; "
-            f"a running history cannot drop a value from the domain"
-        )
-    group_ids, inverse = dense_unique(np.concatenate([table["group_id"].to_numpy(), hosted]))
-    row_group, hosted = inverse[: len(table)], inverse[len(table):]
+    group_ids, row_group, hosted, codes = m_invariance.published_groups(previous, hosted, spec)
     needed = np.zeros(len(group_ids), dtype=bool)
     needed[hosted] = True
     keep = needed[row_group]
@@ -797,7 +793,7 @@ def generate_groups(
     return groups, np.concatenate(fake_groups), np.concatenate(sets)
 
 
-def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator) -> Release:
+def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator) -> Release:
     """Model ``m_distinct``: T*(n) and R(n) of the validated ``snapshot`` T(n) under the bound ``spec`` (§V,
     Algorithm 1).
 

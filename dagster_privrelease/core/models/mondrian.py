@@ -43,7 +43,7 @@ from ..encoding import dense_ranks, encode
 from ..judge import verifiers as verify
 from ..judge.history import Bound
 from ..release import PreviousRelease, Release, build_release
-from ..spec import Spec
+from ..spec import BoundSpec
 from .base import ModelDescriptor, Param
 
 FORMS = ("frequency", "distinct")
@@ -70,7 +70,7 @@ class Constraint:
     def holds(self, sizes: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
         """Elementwise over groups: ``sizes`` (g,), ``counts`` (g, S) sensitive histograms (None if not needed)."""
         ok = sizes >= self.k
-        if not self.needs_counts:
+        if counts is None or not self.needs_counts:
             return ok
         if self.form == "distinct":
             return ok & ((counts > 0).sum(axis=1) >= self.l)
@@ -113,9 +113,8 @@ def partition(
     codes, values = pd.factorize(np.asarray(sensitive), sort=True)
     constraint = Constraint(k, k, "frequency") if unique else Constraint(k, l, form)
     _check_publishable(codes, values, constraint, unique)
-    if scale is None:
-        scale = np.ptp(X, axis=0)
-    scale = np.where(np.asarray(scale, dtype=np.float64) > 0, scale, 1.0)
+    widths = np.ptp(X, axis=0) if scale is None else np.asarray(scale, dtype=np.float64)
+    scale = np.where(widths > 0, widths, 1.0)
     ranks = dense_ranks(X)[0]
     leaves = _mondrian(X / scale, ranks, codes, len(values), constraint)
     if unique:
@@ -274,7 +273,7 @@ def _m_unique_cut(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, 
     return groups
 
 
-def domain_widths(X: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
+def domain_widths(X: np.ndarray, spec: BoundSpec, attributes: tuple[str, ...] | None = None) -> np.ndarray:
     """Per-attribute domain width for ``partition``'s ``scale``: a numeric attribute's range in ``X``, a
     categorical attribute's number of taxonomy leaves minus one (its domain in leaf ranks)."""
     names = attributes or tuple(spec.quasi_identifiers)
@@ -282,18 +281,18 @@ def domain_widths(X: np.ndarray, spec: Spec, attributes: tuple[str, ...] | None 
     for j, name in enumerate(names):
         qi = spec.quasi_identifiers[name]
         if not qi.numeric:
-            widths[j] = len(qi.taxonomy.leaves) - 1
+            widths[j] = len(spec.taxonomy(name).leaves) - 1
     return widths
 
 
-def _publish(snapshot: pd.DataFrame, spec: Spec, rng: np.random.Generator, **constraint) -> Release:
+def _publish(snapshot: pd.DataFrame, spec: BoundSpec, rng: np.random.Generator, **constraint) -> Release:
     X = encode(snapshot, spec)
     groups = partition(X, snapshot[spec.sensitive].to_numpy(), scale=domain_widths(X, spec), **constraint)
     return build_release(snapshot, groups, spec, rng)
 
 
 def publish_k_anonymity(
-    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator
+    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator
 ) -> Release:
     """Model ``k_anonymity``: Mondrian groups of at least ``k`` tuples (LeFevre et al. 2006).
 
@@ -303,7 +302,7 @@ def publish_k_anonymity(
 
 
 def publish_l_diversity(
-    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator
+    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator
 ) -> Release:
     """Model ``l_diversity``: Mondrian groups that are ℓ-diverse in ``form`` ("frequency": Shmueli-Tassa
     Def. 2.3, "distinct": ℓ distinct values). ``previous`` is ignored (single-release baseline)."""

@@ -117,7 +117,8 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     only for disclosing links. Summary: ``linked_pairs_checked`` (instances found, e > 0, both sides real),
     ``linked_pairs_below_bound`` (the rows of the violations frame), ``bound``, ``disclosed`` (disclosing
     links) and ``min_e``: a history that holds may have many linked pairs and none disclosed.
-    O(hosting rows log + shared pairs x class size) over the whole history (not yet incremental), plus, for
+    O(hosting rows log + shared pairs x class size) over the whole history (not incremental: the violations list
+    every link below the bound of the history, and carrying them in the memo cost more than listing them), plus, for
     1-equivalences, the lifetime candidate sets: the AND of each person's intersection runs (``intersection_runs``,
     kept release by release in the judge's memo), O(runs seen).
     """

@@ -31,7 +31,9 @@ def candidate_sets(history: History, release_id: int) -> tuple[pd.DataFrame, np.
     Returns ``(individuals, css)``: the snapshot rows of T(j) (``id``, sensitive) and a boolean matrix
     (individuals x ``spec.sensitive_values``). A release without the sensitive attribute (V0 of Shmueli-Tassa,
     a projection without it) narrows nothing: every value stays a candidate. Memoised in
-    ``history.candidate_sets``; O(n log n + containments) the first time (``intervals.contained_pairs``).
+    ``history.candidate_sets``; the first time, ``intervals.contained_union`` over the release's class boxes and
+    signatures (uint64 bitsets): O(n d log n + g d log g) plus a word table per block of boxes for the distinct
+    points in its bounding box, never a (point, box) pair.
     """
     spec = history.spec
     snap = history.snapshot(release_id)
@@ -88,35 +90,33 @@ def _fold(history: History, state: pd.DataFrame | None, releases: list[int]) -> 
     spec = history.spec
     words = max(1, -(-len(spec.sensitive_values) // 64))
     columns = [f"w{w}" for w in range(words)]
-    if state is None:
-        state = pd.DataFrame({"person": pd.Series([], dtype=np.int64), spec.id: pd.Series([], dtype=object),
-                              "first": pd.Series([], dtype=np.int64), "last": pd.Series([], dtype=np.int64),
-                              "value": pd.Series([], dtype=np.int64), "latest": pd.Series([], dtype=bool),
-                              **{c: pd.Series([], dtype=np.uint64) for c in columns}})
+    empty = {"person": np.int64, spec.id: object, "first": np.int64, "last": np.int64, "value": np.int64,
+             "latest": bool, **dict.fromkeys(columns, np.uint64)}
+    runs = state.copy() if state is not None else pd.DataFrame({c: pd.Series([], dtype=t) for c, t in empty.items()})
     for j in releases:
         who, css = candidate_sets(history, j)
         bits = pack_bits(css)
         value = codes_in(who[spec.sensitive], spec.sensitive_values)
-        latest = np.flatnonzero(state["latest"].to_numpy())
-        at = pd.Index(state[spec.id].to_numpy()[latest]).get_indexer(who[spec.id].to_numpy())
+        latest = np.flatnonzero(runs["latest"].to_numpy())
+        at = pd.Index(runs[spec.id].to_numpy()[latest]).get_indexer(who[spec.id].to_numpy())
         row = np.r_[latest, -1][at]  # the individual's latest run, -1 for a first appearance
-        same = (row >= 0) & (np.r_[state["value"].to_numpy(np.int64), 0][row] == value)
+        same = (row >= 0) & (np.r_[runs["value"].to_numpy(np.int64), 0][row] == value)
         keep = row[same]
-        state_bits = state[columns].to_numpy(np.uint64)
+        state_bits = runs[columns].to_numpy(np.uint64)
         state_bits[keep] &= bits[same]
-        state[columns] = state_bits
-        state.loc[keep, "last"] = j
+        runs[columns] = state_bits
+        runs.loc[keep, "last"] = j
         fresh = ~same
         ended = row[fresh & (row >= 0)]
-        state.loc[ended, "latest"] = False
-        person = np.r_[state["person"].to_numpy(np.int64), -1][row]
+        runs.loc[ended, "latest"] = False
+        person = np.r_[runs["person"].to_numpy(np.int64), -1][row]
         unseen = fresh & (row < 0)
-        person[unseen] = (state["person"].max() + 1 if len(state) else 0) + np.arange(int(unseen.sum()))
+        person[unseen] = (runs["person"].max() + 1 if len(runs) else 0) + np.arange(int(unseen.sum()))
         added = pd.DataFrame({"person": person[fresh], spec.id: who[spec.id].to_numpy()[fresh], "first": j,
                               "last": j, "value": value[fresh], "latest": True,
                               **{c: bits[fresh, w] for w, c in enumerate(columns)}})
-        state = pd.concat([state, added], ignore_index=True) if len(state) else added
-    return state.sort_values(["person", "first"], kind="stable", ignore_index=True)
+        runs = pd.concat([runs, added], ignore_index=True) if len(runs) else added
+    return runs.sort_values(["person", "first"], kind="stable", ignore_index=True)
 
 
 def intersection_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 
 from ...encoding import codes_in
-from ...spec import Spec
+from ...spec import BoundSpec
 from ..history import Bound, History, Report
 from ..report import attack_report, skipped
 from .intersection import NO_DISCLOSURE, candidate_sets
 
 
-def _update_matrix(update_sets: Mapping[str, Iterable[str]], spec: Spec) -> np.ndarray:
+def _update_matrix(update_sets: Mapping[str, Iterable[str]], spec: BoundSpec) -> np.ndarray:
     """E[s, s'] = s' is in CUS(s) (Li-Zhou Def. 12); a value is always in its own CUS."""
     values = pd.Index(spec.sensitive_values)
     E = np.eye(len(values), dtype=bool)

@@ -19,7 +19,7 @@ from scipy.sparse import csgraph
 from ...encoding import codes_in, encode, sensitive_codes
 from ...grouping import class_boxes, released_attributes
 from ...intervals import contained_pairs, overlapping_pairs
-from ...spec import Spec
+from ...spec import BoundSpec
 from ..history import Bound, History, Report
 from ..report import attack_report, skipped
 from .intersection import NO_DISCLOSURE
@@ -162,7 +162,7 @@ def join_groups(history: History, x: Iterable[str] | None = None, budget: int = 
     return sizes
 
 
-def _records_through_the_join(spec: Spec, last: pd.DataFrame, joined: pd.DataFrame, x: list[str]) -> np.ndarray:
+def _records_through_the_join(spec: BoundSpec, last: pd.DataFrame, joined: pd.DataFrame, x: list[str]) -> np.ndarray:
     """(individuals x values): the records of the materialised lossy join ``joined`` whose box on ``x`` holds the
     individual's values (``last``: one snapshot row per individual), by sensitive value. Attributes of ``x`` no
     release publishes constrain nothing. O(n log n + containments)."""

@@ -21,12 +21,12 @@ from scipy.sparse.csgraph import maximum_flow
 from ...encoding import qi_values, unique_rows
 from ...grouping import released_attributes
 from ...intervals import contained_pairs
-from ...spec import Spec
+from ...spec import BoundSpec
 from ..history import Report
 from ..report import verifier_report
 
 
-def worlds_from_permutations(truth: pd.DataFrame, permutations: pd.DataFrame, spec: Spec) -> dict[str, pd.DataFrame]:
+def worlds_from_permutations(truth: pd.DataFrame, permutations: pd.DataFrame, spec: BoundSpec) -> dict[str, pd.DataFrame]:
     """Full tables of the fake worlds stored as ``private.possible_world(world, <id>, source_<id>)``.
 
     World tuple of ``<id>`` = the identifier and QIs of ``<id>`` with the non-identifiers and sensitive value of
@@ -42,13 +42,13 @@ def worlds_from_permutations(truth: pd.DataFrame, permutations: pd.DataFrame, sp
     return worlds
 
 
-def _exact_attributes(release: pd.DataFrame, spec: Spec) -> list[str]:
+def _exact_attributes(release: pd.DataFrame, spec: BoundSpec) -> list[str]:
     """The exact attributes a release publishes: non-identifiers and sensitive value not null in every row (an
     attribute null in some rows only is matched as released, so its nulls match nothing: strict)."""
     return [c for c in (*spec.non_identifiers, spec.sensitive) if c in release.columns and release[c].notna().any()]
 
 
-def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: Spec) -> tuple[bool, pd.DataFrame]:
+def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) -> tuple[bool, pd.DataFrame]:
     """Does one release admit the world (Shmueli-Tassa Def. 3.1)? A bijection must pair every world tuple with a
     released row that generalises it: the tuple's QI values lie in the row's intervals (leaf ranks for
     categoricals; a suppressed attribute, null bounds in a row, §2.1, covers everything) and its released
@@ -99,7 +99,7 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: Spec) -> tupl
     return False, unmatched.reset_index(drop=True)
 
 
-def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: Spec, l: float) -> Report:  # noqa: E741
+def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: BoundSpec, l: float) -> Report:  # noqa: E741
     """Shmueli-Tassa Def. 3.2: the set E of worlds (the true one included) is l-diverse when no individual is
     linked to one sensitive value in more than |E|/l of the worlds. One violation per (individual, value).
     O(worlds x n log n)."""
@@ -113,7 +113,7 @@ def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: Spec, l: float) ->
 
 
 def sequential_l_diversity(
-    releases: pd.DataFrame, worlds: Mapping[str, pd.DataFrame], spec: Spec, l: float,  # noqa: E741
+    releases: pd.DataFrame, worlds: Mapping[str, pd.DataFrame], spec: BoundSpec, l: float,  # noqa: E741
     snapshots: pd.DataFrame | None = None,
 ) -> list[Report]:
     """Shmueli-Tassa §3-4: every release admits every world of E (Def. 3.1; the true world among them), and E is

@@ -34,7 +34,7 @@ from ...judge.history import Bound, History, Report
 from ...judge.report import verifier_report
 from ...judge.verifiers.shmueli_tassa import sequential_l_diversity, worlds_from_permutations
 from ...release import PreviousRelease, Release
-from ...spec import Spec
+from ...spec import BoundSpec
 from ...stream import changes
 from ..base import ModelDescriptor, Param, Stage
 from .information_loss import LOSSES
@@ -45,7 +45,7 @@ __all__ = ["MODEL", "non_sequential", "possible_world_view", "publish", "run_pos
 
 
 def run_possible_worlds(
-    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator
+    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator
 ) -> dict[str, pd.DataFrame]:
     """The ``possible_worlds`` stage: ``{"possible_worlds": <compact worlds of T(n)>}``, release n-1's worlds
     unioned with Algorithm 1 on the tuples inserted since (``possible_worlds.extend_worlds``; all of T for the
@@ -56,7 +56,7 @@ def run_possible_worlds(
 
 
 def publish(
-    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator, /,
+    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator, /,
     **prepared: pd.DataFrame,
 ) -> Release:
     """Model ``sequential_l_diversity``: Algorithm 2 on T(n) (``snapshot``) for the quasi-identifiers of ``spec``
@@ -135,7 +135,7 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def possible_world_view(spec: Spec) -> str:
+def possible_world_view(spec: BoundSpec) -> str:
     """``private.possible_world(world, <id>, <sensitive>)``: one row per world and individual of the latest
     published release, world 0 the true world (T's own values), worlds 1..ℓ-1 the fake ones read from the compact
     ``private.state_possible_worlds`` by eq. (5): an individual takes the sensitive value of its ``source_<id>`` in

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ...hierarchy import Taxonomy
-from ...spec import Spec
+from ...spec import BoundSpec
 
 LOSSES = ("LM", "EM")
 
@@ -75,6 +75,7 @@ class _Attribute:
         """Taxonomy node (index) of the closure of leaf ranks ``lo..hi``."""
         if self.table is not None:
             return self.table.ravel()[lo * len(self.table) + hi]
+        assert self.taxonomy is not None, f"{self.name}: a numeric attribute has no taxonomy node"
         return self.taxonomy.closure(lo.reshape(-1), hi.reshape(-1)).reshape(lo.shape)
 
 
@@ -85,7 +86,7 @@ class InformationLoss:
     ``hi`` of shape (..., d) and work elementwise.
     """
 
-    def __init__(self, snapshot: pd.DataFrame, spec: Spec, attributes: tuple[str, ...], loss: str):
+    def __init__(self, snapshot: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...], loss: str):
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.names = tuple(attributes)
@@ -101,7 +102,7 @@ class InformationLoss:
                 empty = np.zeros(0)
                 described.append(_Attribute(name, None, values, empty, empty, empty, None, cum, cum_log, width))
             else:
-                tax = qi.taxonomy
+                tax = spec.taxonomy(name)
                 rank = pd.Index(tax.leaves).get_indexer(snapshot[name].astype(str))
                 K = len(tax.leaves)
                 node_lo, node_hi, _ = tax.node_arrays()

@@ -37,7 +37,7 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 from ....errors import NotPublishable
 from ...encoding import encode, sensitive_codes
 from ...release import PreviousRelease
-from ...spec import Spec
+from ...spec import BoundSpec
 from .. import mondrian
 from ..m_invariance import eligible_cap
 from .information_loss import InformationLoss
@@ -50,7 +50,7 @@ SOURCE_PREFIX = "source_"
 LARGEST_BUCKET = 100
 
 
-def source_column(spec: Spec) -> str:
+def source_column(spec: BoundSpec) -> str:
     """``source_<id>``: the column of the compact worlds naming the tuple whose suffix an individual takes."""
     return f"{SOURCE_PREFIX}{spec.id}"
 
@@ -58,7 +58,7 @@ def source_column(spec: Spec) -> str:
 # ------------------------------------------------------------------------------------------------ Steps 2-7
 
 
-def buckets(snapshot: pd.DataFrame, rows: np.ndarray, spec: Spec, l: int) -> np.ndarray:  # noqa: E741
+def buckets(snapshot: pd.DataFrame, rows: np.ndarray, spec: BoundSpec, l: int) -> np.ndarray:  # noqa: E741
     """Step 2: a bucket id (0..b-1) for each of ``rows`` (positions in ``snapshot``), every bucket ℓ-diverse in
     the frequency form of Def. 2.3, with a low closure cost.
 
@@ -218,7 +218,7 @@ def range_limited_permutations(start: np.ndarray, n: int, l: int, rng: np.random
 
 
 def possible_worlds(
-    snapshot: pd.DataFrame, rows: np.ndarray, spec: Spec, l: int, loss: str,  # noqa: E741
+    snapshot: pd.DataFrame, rows: np.ndarray, spec: BoundSpec, l: int, loss: str,  # noqa: E741
     rng: np.random.Generator,
 ) -> pd.DataFrame:
     """Algorithm 1 on the tuples ``rows`` (positions in the validated ``snapshot`` T; all of T for the first
@@ -252,7 +252,7 @@ def possible_worlds(
 # ------------------------------------------------------------------------------------------ §5.2 insertions
 
 
-def _inserted(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease) -> np.ndarray:
+def _inserted(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease) -> np.ndarray:
     """Positions in ``snapshot`` of the tuples new since ``previous``; NotPublishable for a deletion or an
     update (§5.3) naming the ids and the models that handle them. O(N d)."""
     before = previous.snapshot
@@ -284,7 +284,7 @@ def _inserted(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease) -> 
     return np.flatnonzero(~kept)
 
 
-def refuse_unless_diverse(snapshot: pd.DataFrame, rows: np.ndarray, spec: Spec, l: int) -> None:  # noqa: E741
+def refuse_unless_diverse(snapshot: pd.DataFrame, rows: np.ndarray, spec: BoundSpec, l: int) -> None:  # noqa: E741
     """NotPublishable unless the batch ``rows`` is ℓ-diverse (Def. 2.3; the assumption of §5.2, "inevitable":
     otherwise comparing releases before and after the batch links its tuples to its values). The message names
     the over-represented values and two fixes: insert more tuples of other values, or hold some back."""
@@ -308,7 +308,7 @@ def refuse_unless_diverse(snapshot: pd.DataFrame, rows: np.ndarray, spec: Spec, 
 
 
 def extend_worlds(
-    snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator
+    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator
 ) -> pd.DataFrame:
     """The compact worlds of T(n) (``snapshot``): those of release n-1 (``previous.state["possible_worlds"]``)
     unioned with Algorithm 1 on the tuples inserted since (§5.2); Algorithm 1 on all of T for the first release.

@@ -38,7 +38,7 @@ import pandas as pd
 from ....errors import NotPublishable
 from ...hierarchy import interval_labels, widen
 from ...release import Release
-from ...spec import Spec
+from ...spec import BoundSpec
 from .information_loss import InformationLoss
 from .possible_worlds import source_column
 
@@ -57,7 +57,7 @@ _COST_ENTRIES = 4_000_000
 _TIE = 1e-9
 
 
-def world_sources(snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, l: int) -> np.ndarray:  # noqa: E741
+def world_sources(snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame, l: int) -> np.ndarray:  # noqa: E741
     """(ℓ, N) positions: ``sources[w, n]`` is the tuple of T whose suffix world w gives individual n (eqs. (5),
     (8)); row 0 is the true world (the identity), rows 1..ℓ-1 the fake worlds of the compact frame ``worlds``.
 
@@ -88,7 +88,7 @@ def world_sources(snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, l: i
     return sources
 
 
-def suffix_keys(snapshot: pd.DataFrame, spec: Spec) -> np.ndarray:
+def suffix_keys(snapshot: pd.DataFrame, spec: BoundSpec) -> np.ndarray:
     """Component key of every tuple (eq. (9)): a dense code of its released non-identifiers and sensitive value
     (this package publishes every non-identifier), nulls equal to nulls. O(N)."""
     columns = [*spec.non_identifiers, spec.sensitive]
@@ -227,7 +227,7 @@ def sequential_release(
 
 
 def release_table(
-    snapshot: pd.DataFrame, spec: Spec, il: InformationLoss, lo: np.ndarray, hi: np.ndarray, carried: np.ndarray,
+    snapshot: pd.DataFrame, spec: BoundSpec, il: InformationLoss, lo: np.ndarray, hi: np.ndarray, carried: np.ndarray,
     rng: np.random.Generator,
 ) -> pd.DataFrame:
     """The published rows of V_R in the DuckDB contract: ``group_id`` null (non-homogeneous), for each released
@@ -253,7 +253,7 @@ def release_table(
 
 
 def release(
-    snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, rng: np.random.Generator
+    snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame, rng: np.random.Generator
 ) -> Release:
     """Model ``sequential_l_diversity``'s release of the validated ``snapshot`` with the quasi-identifiers of
     ``spec`` (already restricted to the release's attributes) and the compact ``worlds``; parameters ``l``, ``p``
@@ -272,7 +272,7 @@ def release(
 
 
 def non_sequential(
-    snapshot: pd.DataFrame, spec: Spec, worlds: pd.DataFrame, releases: Sequence[Sequence[str]],
+    snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame, releases: Sequence[Sequence[str]],
     rng: np.random.Generator,
 ) -> list[pd.DataFrame]:
     """The non-sequential approach of §4.5, the baseline: one anonymisation V of the whole table, every release

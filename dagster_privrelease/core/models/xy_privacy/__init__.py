@@ -54,7 +54,7 @@ from ...hierarchy import interval_labels
 from ...judge.history import Bound, History, Report
 from ...judge.verifiers.wang_fung import xy_anonymity, xy_linkability
 from ...release import PreviousRelease, Release
-from ...spec import Spec
+from ...spec import BoundSpec, Spec
 from ..base import ModelDescriptor, Param
 from .join import ANONYMITY, LINKABILITY, Case, JoinStatistics, side_of
 from .tds4sa import INFO, CategoricalCut, IntervalCut, tds4sa
@@ -219,11 +219,11 @@ def _y_labels(frame: pd.DataFrame, names: Sequence[str], first: np.ndarray) -> n
     return _labels(frame, names, first, "")
 
 
-def _range(spec: Spec, name: str, value: str, vocabulary: _Vocabulary) -> tuple[float, float]:
+def _range(spec: BoundSpec, name: str, value: str, vocabulary: _Vocabulary) -> tuple[float, float]:
     """A rule value as a range: a taxonomy node of a categorical QI of T1's spec, else a raw value's code."""
     qi = spec.quasi_identifiers.get(name)
     if qi is not None and not qi.numeric:
-        node = next((n for n in qi.taxonomy.nodes if n.name == value), None)
+        node = next((n for n in spec.taxonomy(name).nodes if n.name == value), None)
         if node is None:
             raise SpecError(f"model.inconsistent: {value!r} is not a value of the taxonomy of {name!r}")
         return float(node.lo), float(node.hi)
@@ -236,7 +236,7 @@ def _range(spec: Spec, name: str, value: str, vocabulary: _Vocabulary) -> tuple[
 # ------------------------------------------------------------------------------------------------------ publish
 
 
-def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None, rng: np.random.Generator
+def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator
             ) -> Release:
     """Model ``xy_privacy``: T1 from the validated ``snapshot`` under ``spec`` (restricted to the release's
     quasi-identifiers), generalised by TDS4SA against every earlier release (``previous.earlier``; none for a
@@ -278,7 +278,7 @@ def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None
 
     def t1_range(a: str) -> np.ndarray:
         if a in categorical:
-            return snapshot[a].astype(str).map(spec.quasi_identifiers[a].taxonomy.rank).to_numpy(np.float64)
+            return snapshot[a].astype(str).map(spec.taxonomy(a).rank).to_numpy(np.float64)
         return vocabulary.codes(a, snapshot[a])
 
     sides, t1_join = [], []
@@ -311,7 +311,7 @@ def publish(snapshot: pd.DataFrame, spec: Spec, previous: PreviousRelease | None
         if qi.numeric:
             cuts.append(IntervalCut(a, snapshot[a].to_numpy(np.float64), qi.min_width))
         else:
-            cuts.append(CategoricalCut(a, qi.taxonomy, t1_range(a).astype(np.int64)))
+            cuts.append(CategoricalCut(a, spec.taxonomy(a), t1_range(a).astype(np.int64)))
     join_static_names = [a for a in t1_join if a not in generalised]
     xr, xr_first = _factorize(_texts(snapshot, raw_x), n)
     js_columns = [t1_range(a) for a in join_static_names]
@@ -370,7 +370,7 @@ def _link_thresholds(params: Mapping[str, Any], k: float, labels: np.ndarray) ->
     return np.array([chosen.get(str(label), np.nan) for label in labels], dtype=np.float64)
 
 
-def _release(snapshot: pd.DataFrame, spec: Spec, cuts: Sequence, generalised: Sequence[str], ids: np.ndarray,
+def _release(snapshot: pd.DataFrame, spec: BoundSpec, cuts: Sequence, generalised: Sequence[str], ids: np.ndarray,
              rng: np.random.Generator) -> Release:
     """The published T1: each record's cut values on X1 and its own values elsewhere (§3.2), grouped by box."""
     columns, corners = {}, []
@@ -383,7 +383,7 @@ def _release(snapshot: pd.DataFrame, spec: Spec, cuts: Sequence, generalised: Se
             lo = hi = snapshot[a].to_numpy(np.float64)
             label = interval_labels(lo, hi)
         else:
-            lo = hi = snapshot[a].astype(str).map(qi.taxonomy.rank).to_numpy(np.float64)
+            lo = hi = snapshot[a].astype(str).map(spec.taxonomy(a).rank).to_numpy(np.float64)
             label = snapshot[a].astype(str).to_numpy()
         columns[a], columns[f"{a}__lo"], columns[f"{a}__hi"] = label, lo, hi
         corners += [lo, hi]
@@ -404,7 +404,7 @@ def _release(snapshot: pd.DataFrame, spec: Spec, cuts: Sequence, generalised: Se
 # ------------------------------------------------------------------------------------------------------- verify
 
 
-def _published(table: pd.DataFrame, spec: Spec) -> pd.DataFrame:
+def _published(table: pd.DataFrame, spec: BoundSpec) -> pd.DataFrame:
     """A release as the adversary reads it: the labels of its quasi-identifiers and its non-null columns."""
     qis = released_attributes(table, spec)
     raw = [c for c in table.columns if c not in BOOKKEEPING and not c.endswith(("__lo", "__hi"))

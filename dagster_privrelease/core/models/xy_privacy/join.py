@@ -22,7 +22,7 @@ attributes (``xr``); ``x<i>`` is the value of T_i on X_i; ``c`` a join value of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -146,7 +146,7 @@ class JoinStatistics:
     generalised: int
     xr_of_static: np.ndarray
     js_of_static: np.ndarray
-    join_cut: Mapping[str, tuple[int, object]]
+    join_cut: Mapping[str, tuple[int, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]]]
     join_static: Mapping[str, tuple[np.ndarray, np.ndarray]]
     sides: Sequence[Side]
     kind: str
@@ -263,8 +263,8 @@ class JoinStatistics:
         elif anonymity:
             rows["a"] = 1
         if self.sides:
-            per_c = pd.DataFrame([(c, *self._memo[keys[c]]) for c in range(count) if self._memo[keys[c]] is not None],
-                                 columns=["c", *columns])
+            known_sides = [(c, side) for c in range(count) if (side := self._memo[keys[c]]) is not None]
+            per_c = pd.DataFrame([(c, *side) for c, side in known_sides], columns=["c", *columns])
             per_c = per_c.astype({f"x{i}": np.int64 for i in range(1, len(self.sides) + 1)})
             rows = rows.merge(per_c, on="c")
             if anonymity:

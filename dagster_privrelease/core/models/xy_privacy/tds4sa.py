@@ -93,6 +93,7 @@ class CategoricalCut:
     def gain(self, info: str, v: int, records: np.ndarray, child: np.ndarray, cls: np.ndarray | None) -> float:
         """InfoGain(v) (§5.2, module docstring) of the specialisation giving ``child``."""
         if info == "class":
+            assert cls is not None, "info: class needs the class attribute's codes"
             return class_gain(child, cls[records])
         if info == "distortion":
             return float(len(records))  # eq. 3
@@ -132,6 +133,7 @@ class IntervalCut:
         n_left = np.cumsum(per_value)[:-1]
         n_right = len(values) - n_left
         if info == "class":
+            assert cls is not None, "info: class needs the class attribute's codes"
             classes = int(cls.max()) + 1
             table = np.bincount(inverse * classes + cls[records], minlength=len(distinct) * classes)
             table = table.reshape(len(distinct), classes)
