@@ -17,19 +17,9 @@ from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.core.stream import split_base_pool, stream
 from dagster_privrelease.storage import ReleaseStore, frame_digest
 
-SPEC = {
-    "name": "clinic",
-    "id": "pid",
-    "sensitive": "disease",
-    "quasi_identifiers": {
-        "age": {"type": "numeric", "min_width": 1},
-        "sex": {"type": "categorical"},
-        "region": {"type": "categorical", "hierarchy": {"Any": {"North": ["n1", "n2"], "South": ["s1", "s2"]}}},
-    },
-    "non_identifiers": ["visits"],
-    "model": {"name": "m_invariance", "m": 3},
-    "seed": 11,
-}
+from .conftest import SPEC as CLINIC
+
+SPEC = {**CLINIC, "model": {"name": "m_invariance", "m": 3}, "seed": 11}
 ROWS, R, RELEASES = 50_000, 5_000, 3
 
 #: frame_digest of (release table, hosting groups, counterfeit counts) per release, as published before the
