@@ -182,16 +182,25 @@ def baseline_census() -> None:
     )
 
 
-def judge_stream(rows: int = 20_000, r: int = 2_000, releases: int = 50, marks: tuple[int, ...] = (2, 14, 50)) -> None:
-    """(c) The judge's cost per release over a stream, through the pipeline's own ``judge`` (the store's history
-    read, every verifier and attack of m-invariance, the memo saved): release n against release 2."""
+def _m_invariance_stream(what: str, rows: int, r: int, releases: int) -> tuple[Spec, list] | None:
+    """The m-invariance spec of ``resources/census_kdd.yaml`` and a Census-KDD workers stream (``census_stream``,
+    seed 0); None, after saying why, when the data cannot be had."""
     try:
         workers = datasets.load_census_kdd(workers_only=True)
     except DatasetUnavailable as exc:
-        skip("(c) the judge per release on Census-KDD", str(exc))
-        return
+        skip(what, str(exc))
+        return None
     spec = load_spec(ROOT / "resources" / "census_kdd.yaml")
-    snapshots = census_stream(workers, spec.bind(validate_snapshot(workers, spec)), rows, r, releases, seed=0)
+    return spec, census_stream(workers, spec.bind(validate_snapshot(workers, spec)), rows, r, releases, seed=0)
+
+
+def judge_stream(rows: int = 20_000, r: int = 2_000, releases: int = 50, marks: tuple[int, ...] = (2, 14, 50)) -> None:
+    """(c) The judge's cost per release over a stream, through the pipeline's own ``judge`` (the store's history
+    read, every verifier and attack of m-invariance, the memo saved): release n against release 2."""
+    loaded = _m_invariance_stream("(c) the judge per release on Census-KDD", rows, r, releases)
+    if loaded is None:
+        return
+    spec, snapshots = loaded
     seconds: dict[int, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         store = ReleaseStore(Path(folder) / "stream.duckdb", spec)
@@ -213,13 +222,10 @@ def judge_stream(rows: int = 20_000, r: int = 2_000, releases: int = 50, marks: 
 def judge_census_release() -> None:
     """(d) The intersection attack on release 2 of Census-KDD workers (T(1) 120,000 rows, r = 20,000, m = 4),
     release 1's candidate sets kept as the pipeline keeps them."""
-    try:
-        workers = datasets.load_census_kdd(workers_only=True)
-    except DatasetUnavailable as exc:
-        skip("(d) the intersection attack on 120k Census-KDD rows", str(exc))
+    loaded = _m_invariance_stream("(d) the intersection attack on 120k Census-KDD rows", 120_000, 20_000, 2)
+    if loaded is None:
         return
-    spec = load_spec(ROOT / "resources" / "census_kdd.yaml")
-    snapshots = census_stream(workers, spec.bind(validate_snapshot(workers, spec)), 120_000, 20_000, 2, seed=0)
+    spec, snapshots = loaded
     with tempfile.TemporaryDirectory() as folder:
         store = ReleaseStore(Path(folder) / "census.duckdb", spec)
         with store.session():

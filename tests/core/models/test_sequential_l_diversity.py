@@ -433,14 +433,20 @@ def test_theorem_4_4_a_release_does_not_depend_on_its_position(params, attribute
 # ------------------------------------------------------------------------------------------ refusals, new columns
 
 
-def test_a_batch_that_is_not_diverse_is_refused():
+def _first_release(seed: int):
+    """An 8-row first release at l = 2 with its worlds, as the stage keeps them: ``(spec, rng, T(1), previous)``."""
     spec = _random_spec(2)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     first = validate_snapshot(_random_table(rng, np.arange(8), 4), spec)
     spec = spec.bind(first)
     w1 = MODEL.stages[0].run(first, spec, None, rng)["possible_worlds"]
     previous = PreviousRelease(1, first, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
                                {"possible_worlds": _stamp(w1, 1)})
+    return spec, rng, first, previous
+
+
+def test_a_batch_that_is_not_diverse_is_refused():
+    spec, rng, first, previous = _first_release(0)
     batch = _random_table(rng, np.arange(100, 103), 1)  # three tuples of 'a'
     second = validate_snapshot(pd.concat([first, batch], ignore_index=True), spec)
     with pytest.raises(NotPublishable, match=r"batch of 3 inserted tuple\(s\) is not 2-diverse.*'a' in 3.*add at "
@@ -450,13 +456,7 @@ def test_a_batch_that_is_not_diverse_is_refused():
 
 @pytest.mark.parametrize("change, model", [("delete", "m_invariance"), ("update", "m_distinct")])
 def test_deletions_and_updates_are_refused(change, model):
-    spec = _random_spec(2)
-    rng = np.random.default_rng(1)
-    first = validate_snapshot(_random_table(rng, np.arange(8), 4), spec)
-    spec = spec.bind(first)
-    w1 = MODEL.stages[0].run(first, spec, None, rng)["possible_worlds"]
-    previous = PreviousRelease(1, first, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
-                               {"possible_worlds": _stamp(w1, 1)})
+    spec, rng, first, previous = _first_release(1)
     second = first.iloc[1:] if change == "delete" else first.assign(zone=np.where(first["pid"] == 3, "s3", "n1"))
     with pytest.raises(NotPublishable, match=rf"{change}d.*§5.3.*{model}"):
         MODEL.stages[0].run(second.reset_index(drop=True), spec, previous, rng)
