@@ -1,5 +1,7 @@
-"""The demo tables, Adult and Census-KDD workers, both republished with m-invariance (m = 4), and Adult published
-through release requests with sequential l-diversity (``adult_requests``, each request its own attributes): their definitions
+"""The demo tables, Adult and Census-KDD workers, both republished with m-invariance (m = 4), Census-KDD workers
+republished with m-Distinct under inserts, deletes and internal updates (``census_kdd_m_distinct``, Li-Zhou §VI-A),
+and Adult published through release requests with sequential l-diversity (``adult_requests``, each request its own
+attributes): their definitions
 (``build_definitions``, what the example code location ``assets/`` loads), their change stream
 (``demo_changes``) and a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command).
 
@@ -35,8 +37,8 @@ from dagster._core.definitions.selector import InstigatorSelector
 from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
 
 from . import datasets
-from .core.spec import load_spec
-from .core.stream import changes, split_base_pool, stream
+from .core.spec import Spec, load_spec
+from .core.stream import UpdateRule, changes, split_base_pool, stream
 from .orchestration import DuckDBTableSource, release_definitions, sensors
 from .orchestration.definitions import QUIET, raise_unless_published
 from .storage import ReleaseStore
@@ -48,6 +50,57 @@ RESOURCES = ROOT / "resources"
 INSTANCE_SETTINGS = ROOT / "assets" / "dagster.yaml"
 
 
+def _older(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Internal update of a QI: a year older (Li-Zhou §VI-A: age + 1)."""
+    return values + 1
+
+
+def within_update_sets(update_sets: dict[str, list[str]]) -> UpdateRule:
+    """Internal update of the sensitive value inside its candidate update set (Li-Zhou Def. 12, §VI-A): each
+    value becomes another value of CUS(value), uniformly; a value whose CUS holds only itself (or none) stays.
+
+    The rule looks the CUS up as a padded code table (values x largest CUS): O(rows) per call, no loop over rows.
+    """
+    values = sorted({str(v) for key, targets in update_sets.items() for v in [key, *targets]})
+    index = pd.Index(values)
+    others = [[t for t in dict.fromkeys(map(str, update_sets.get(v, []))) if t != v] for v in values]
+    width = max((len(o) for o in others), default=0)
+    table = np.full((len(values), max(width, 1)), -1, dtype=np.int64)
+    for i, targets in enumerate(others):
+        table[i, : len(targets)] = index.get_indexer(targets)
+    counts = np.array([len(o) for o in others], dtype=np.int64)
+    domain = np.asarray(values, dtype=object)
+
+    def rule(current: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        code = index.get_indexer(np.asarray(current).astype(str))
+        n = np.where(code >= 0, counts[np.maximum(code, 0)], 0)
+        pick = (rng.random(len(code)) * np.maximum(n, 1)).astype(np.int64)
+        moved = n > 0
+        out = np.asarray(current, dtype=object).copy()
+        out[moved] = domain[table[code[moved], pick[moved]]]
+        return out
+
+    return rule
+
+
+def _age_rules(spec: Spec) -> dict[str, UpdateRule]:
+    """The m-invariance demos' internal updates: a year older (a QI update only)."""
+    return {"age": _older}
+
+
+def _age_and_occupation_rules(spec: Spec) -> dict[str, UpdateRule]:
+    """The m-Distinct demo's internal updates (Li-Zhou §VI-A): a year older, and the sensitive value (detailed
+    occupation) updated inside its candidate update set (the spec's ``model.update_sets``)."""
+    return {"age": _older, spec.sensitive: within_update_sets(spec.model.params["update_sets"])}
+
+
+def _census_kdd_occupations() -> pd.DataFrame:
+    """Census-KDD workers with the detailed occupation code as text (the spec's CUS keys are text)."""
+    table = datasets.load_census_kdd(workers_only=True)
+    table["detailed_occupation_recode"] = table["detailed_occupation_recode"].astype(str)
+    return table
+
+
 @dataclass(frozen=True)
 class Demo:
     """One demo table: its spec, its loader, and the stream that changes it (Xiao-Tao §5, Li-Zhou §VI-A)."""
@@ -55,11 +108,14 @@ class Demo:
     name: str
     loader: Callable[[], pd.DataFrame]
     base: int  # rows of the first snapshot; the rest of the data set is the pool of later inserts
-    batch: int  # rows deleted and inserted per step
-    update_fraction: float  # share of surviving rows whose age moves on by a year per step
+    batch: int  # rows deleted (and, unless ``inserts`` says otherwise, inserted) per step
+    update_fraction: float  # share of surviving rows changed by the ``updates`` rules per step
     #: release requests (attribute subsets) dropped in ``requests/`` when the source is created, one file each
     requests: tuple[tuple[str, ...], ...] = ()
     inserts_only: bool = False  # a step only inserts (a model that refuses deletions, Shmueli-Tassa §5.3)
+    inserts: int | None = None  # rows inserted per step (default ``batch``; Li-Zhou §VI-A: -2,000 / +5,000)
+    #: the internal updates of a step, column -> rule, from the bound spec (default: age + 1)
+    updates: Callable[[Spec], dict[str, UpdateRule]] = _age_rules
 
     @property
     def spec(self) -> Path:
@@ -81,6 +137,13 @@ DEMOS = {
         "census_kdd", lambda: datasets.load_census_kdd(workers_only=True), base=40_000, batch=2_000,
         update_fraction=0.01,
     ),
+    # m-Distinct (resources/census_kdd_m_distinct.yaml): Li-Zhou §VI-A's protocol, 20,000 rows, then per step
+    # 2,000 deleted, 5,000 inserted and a quarter of the survivors (about 4,500; the paper updates 5,000) a year
+    # older with their occupation moved inside its candidate update set (CUS of diameter 10)
+    "census_kdd_m_distinct": Demo(
+        "census_kdd_m_distinct", _census_kdd_occupations, base=20_000, batch=2_000, update_fraction=0.25,
+        inserts=5_000, updates=_age_and_occupation_rules,
+    ),
     # Sequential l-diversity (resources/adult_requests.yaml): releases come from requests, each with its own
     # attributes, four of the ten random subsets of Shmueli-Tassa Fig. 14 (occupation, the sensitive value, is in
     # every release); a step inserts an l-diverse batch (§5.2)
@@ -97,18 +160,15 @@ def demo_home() -> Path:
     return Path(os.environ.get("PRIVRELEASE_HOME", "demo")).resolve()
 
 
-def _older(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return values + 1
-
-
 def demo_changes(name: str, home: Path | None = None) -> dict[str, int]:
     """Create demo ``name``'s source (first call) or change it by one stream step; return the change counts.
 
     First call: the data set's spec columns split into ``base`` rows (``source.people``) and a pool
     (``source.pool``), as Xiao-Tao §5 builds T(1), and the demo's ``requests`` written to ``requests/``. Later calls
     (only the insertions when ``inserts_only``): ``batch`` random deletions, ``update_fraction``
-    of the survivors a year older, ``batch`` insertions from the pool (``core.stream.stream``, one step), in one
-    transaction. Deterministic given the table's state. ValueError when the pool is used up.
+    of the survivors changed by the demo's ``updates`` rules (a year older; for m-Distinct also a new occupation
+    inside its CUS), ``inserts`` (default ``batch``) insertions from the pool (``core.stream.stream``, one step),
+    in one transaction. Deterministic given the table's state. ValueError when the pool is used up.
     """
     demo = DEMOS[name]
     spec = load_spec(demo.spec)
@@ -131,7 +191,7 @@ def demo_changes(name: str, home: Path | None = None) -> dict[str, int]:
         pool = con.execute("SELECT * FROM source.pool").df()
     rng = np.random.default_rng([spec.seed, len(people), int(people[spec.id].sum()) % 2**32])
     steps = stream(people, pool, 0 if demo.inserts_only else demo.batch, 2, rng, demo.update_fraction,
-                   {"age": _older}, inserts=demo.batch)
+                   demo.updates(spec), inserts=demo.batch if demo.inserts is None else demo.inserts)
     after = next(islice(steps, 1, None))
     with duckdb.connect(str(folder / "data.duckdb")) as con:
         _replace(con, after, pool[~pool[spec.id].isin(after[spec.id])])

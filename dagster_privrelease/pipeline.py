@@ -30,7 +30,7 @@ import pandas as pd
 from .core import models
 from .core.encoding import qi_values
 from .core.hierarchy import interval_labels
-from .core.judge.history import Report
+from .core.judge.history import History, IncompleteHistory, Report
 from .core.judge.utility import summarise
 from .core.models.recorded import RECORDED
 from .core.release import Release, release_rng
@@ -169,10 +169,23 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
 
     Each report's summary gets ``kind`` ("guarantee" or "attack") and ``blocking``: a failed guarantee always
     blocks; a disclosing attack blocks unless the model is a single-release baseline (``across_releases``).
-    The candidate sets the attacks computed, and the judge's memo of release i (``History.memo``), are kept in the
-    store, so judging release i+1 computes only its own.
+    The judge reads a window, releases i-1 and i with the judge's memo of release i-1 (``History.first``), so
+    judging release i costs what releases i-1 and i cost; when a verifier or attack needs more
+    (``IncompleteHistory``: a memo is missing, or it reads every release), the complete history is read and judged
+    instead. The candidate sets the attacks computed, and the judge's memo of release i, are kept in the store.
     """
-    history = store.history(candidate=release_id)
+    if release_id > 2:
+        try:
+            return _judge(store, store.history(candidate=release_id, since=release_id - 1))
+        except IncompleteHistory:
+            pass
+    return _judge(store, store.history(candidate=release_id))
+
+
+def _judge(store: ReleaseStore, history: History) -> list[Report]:
+    """``judge`` over ``history`` (a window or the complete history); keeps what the judge computed only when
+    every verifier and attack ran (``IncompleteHistory`` propagates before anything is saved)."""
+    release_id = history.release_ids[-1]
     kept = dict(history.candidate_sets)  # read back from the store: only sets computed now are saved
     model = models.descriptor(history.spec.model.name)
     reports = []

@@ -15,24 +15,14 @@ from dagster_privrelease.core.models import attack_history
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
 from dagster_privrelease.storage import ReleaseStore
+from tests.storage.conftest import SPEC
 
 DISEASES = ("flu", "hiv", "gastritis", "bronchitis")
 
 
 def spec_of(model: dict) -> dict:
-    return {
-        "name": "clinic",
-        "id": "pid",
-        "sensitive": "disease",
-        "quasi_identifiers": {
-            "age": {"type": "numeric", "min_width": 1},
-            "sex": {"type": "categorical"},
-            "region": {"type": "categorical", "hierarchy": {"Any": {"North": ["n1", "n2"], "South": ["s1", "s2"]}}},
-        },
-        "non_identifiers": ["visits"],
-        "model": model,
-        "seed": 7,
-    }
+    """The storage tests' clinic spec with ``model`` and a fixed seed."""
+    return {**SPEC, "model": model, "seed": 7}
 
 
 def table(ids) -> pd.DataFrame:

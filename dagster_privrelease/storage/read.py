@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..core.judge.history import History
+from ..core.models.recorded import RECORDED
 from ..core.release import PreviousRelease, Release
 from ..core.spec import BoundSpec
 from ..errors import StoreError
@@ -133,7 +135,7 @@ class StoreReader(StoreSchema):
         with self._open() as con:
             return _states(con, "candidate_state_", release_id)
 
-    def history(self, upto: int | None = None, candidate: int | None = None) -> History:
+    def history(self, upto: int | None = None, candidate: int | None = None, since: int = 1) -> History:
         """Published releases 1..``upto`` (default: all) with their snapshots, hosting groups and model state; with
         ``candidate=i`` (then ``upto`` defaults to i-1 and must be i-1), the staged candidate appended as release
         i. This is what the judge reads before publication. The spec is bound to the last snapshot.
@@ -141,8 +143,12 @@ class StoreReader(StoreSchema):
         ``History.states``: for each state name, the rows of ``private.state_<name>`` of releases 1..upto, then
         (with a candidate) those of ``private.candidate_state_<name>`` of release i, with ``release_id``; a name
         with no such rows is left out. Snapshots are as staged: what a model's state changes about them is the
-        model's ``judged`` view. ``History.memo``: the judge's memo of release ``last - 1``. Reads every published
-        row: cost linear in the history's size.
+        model's ``judged`` view. ``History.memo``: the judge's memo of release ``last - 1``.
+
+        ``since``: the first release whose rows are read (``History.first``); 1 reads every published row (cost
+        linear in the history's size), ``last - 1`` a window of two releases (cost independent of the history's
+        length), which is what the judge reads before publication. The state of recorded releases (``RECORDED``,
+        a row per published attribute) is always read whole: the judge discounts what they disclosed.
         """
         with self._open() as con:
             published = published_ids(con)
@@ -161,18 +167,20 @@ class StoreReader(StoreSchema):
             if upto == 0 and candidate is None:
                 raise StoreError(f"{self.path}: no release has been published yet")
             last = upto if candidate is None else candidate
+            since = max(1, min(since, last))
 
             def read(published_table: str, candidate_table: str) -> pd.DataFrame:
-                """Rows of releases 1..upto, then the candidate's (tables are in insertion = release order)."""
-                return _rows_upto(con, published_table, upto, candidate_table if candidate is not None else None,
-                                  candidate)
+                """Rows of releases since..upto, then the candidate's (tables are in insertion = release order)."""
+                return _rows_upto(con, published_table, since, upto,
+                                  candidate_table if candidate is not None else None, candidate)
 
             states = {}
             stored = set(state_tables(con, "state_"))
             staged = set(state_tables(con, "candidate_state_")) if candidate is not None else set()
             for name in sorted({t.removeprefix("state_") for t in stored}
                                | {t.removeprefix("candidate_state_") for t in staged}):
-                frame = _rows_upto(con, f"private.state_{name}" if f"state_{name}" in stored else None, upto,
+                frame = _rows_upto(con, f"private.state_{name}" if f"state_{name}" in stored else None,
+                                   1 if name == RECORDED else since, upto,
                                    f"private.candidate_state_{name}" if f"candidate_state_{name}" in staged else None,
                                    candidate)
                 if len(frame):
@@ -182,11 +190,13 @@ class StoreReader(StoreSchema):
                 spec=self._bound_spec(con, stored_snapshot(con, last)),
                 releases=read("published.release", "private.candidate_release"),
                 counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
-                snapshots=query_frame(con, "SELECT * FROM private.snapshot WHERE release_id <= ?", [last]),
+                snapshots=query_frame(con, "SELECT * FROM private.snapshot WHERE release_id BETWEEN ? AND ?",
+                                      [since, last]),
                 hosting=read("private.hosting", "private.candidate_hosting"),
                 candidate_sets=_candidate_sets(con, last),
                 memo=_judge_memo(con, last - 1),
                 states=states,
+                first=since,
             )
 
     def manifest(self) -> pd.DataFrame:
@@ -197,19 +207,24 @@ class StoreReader(StoreSchema):
 
 
 def _rows_upto(
-    con: duckdb.DuckDBPyConnection, table: str | None, upto: int, candidate_table: str | None, candidate: int | None
+    con: duckdb.DuckDBPyConnection, table: str | None, since: int, upto: int, candidate_table: str | None,
+    candidate: int | None,
 ) -> pd.DataFrame:
-    """The rows of releases 1..``upto`` in ``table``, then those of release ``candidate`` in ``candidate_table``,
-    with release_id (tables are in insertion = release order); a None table contributes nothing."""
-    frames = []
+    """The rows of releases ``since``..``upto`` in ``table``, then those of release ``candidate`` in
+    ``candidate_table``, with release_id (tables are in insertion = release order); a None table contributes
+    nothing. The parts are joined as Arrow tables and converted once (``pd.concat`` of frames with all-null text
+    columns cost 70% of reading a 2 x 100k-row window)."""
+    parts = []
     if table is not None:
-        frames.append(query_frame(con, f"SELECT * FROM {table} WHERE release_id <= ?", [upto]))
+        parts.append(con.sql(f"SELECT * FROM {table} WHERE release_id BETWEEN ? AND ?",
+                             params=[since, upto]).to_arrow_table())
     if candidate_table is not None:
-        frames.append(query_frame(con, f"SELECT * FROM {candidate_table} WHERE release_id = ?", [candidate]))
-    frames = [f for f in frames if len(f)] or frames[:1]
-    if not frames:
+        parts.append(con.sql(f"SELECT * FROM {candidate_table} WHERE release_id = ?",
+                             params=[candidate]).to_arrow_table())
+    if not parts:
         return pd.DataFrame()
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    filled = [p for p in parts if p.num_rows] or parts[:1]
+    return pa.concat_tables(filled, promote_options="permissive").to_pandas()
 
 
 def _states(con: duckdb.DuckDBPyConnection, prefix: str, release_id: int) -> dict[str, pd.DataFrame]:

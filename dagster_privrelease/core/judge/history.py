@@ -38,6 +38,12 @@ class History:
     states:       the models' private state (``Release.state``) of releases 1..n by name, each frame with a
                   ``release_id`` column. Only a model's ``judged`` view reads it (e.g. m-invariance's held-back
                   tuples); verifiers and attacks never do.
+    first:        the lowest release id whose rows the fields above hold. 1: the complete history. A window
+                  (``first == n - 1``, what ``pipeline.judge`` reads before publication) holds releases n-1 and n
+                  only; releases before were published and judged, and what the judge needs of them is the memo
+                  of release n-1 (``previous_memo``). Judging through a window gives the same reports as judging
+                  the complete history; whatever cannot calls ``require_complete``, and the caller reads the
+                  complete history instead (``IncompleteHistory``).
     """
 
     spec: BoundSpec
@@ -48,11 +54,34 @@ class History:
     candidate_sets: dict[int, np.ndarray] = field(default_factory=dict)
     memo: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)
     states: dict[str, pd.DataFrame] = field(default_factory=dict)
+    first: int = 1
 
     @property
     def release_ids(self) -> list[int]:
-        """The ids of the releases, ascending. O(rows)."""
+        """The ids of the releases held (``first``..n), ascending. O(rows)."""
         return sorted(int(r) for r in self.releases["release_id"].unique())
+
+    @property
+    def complete(self) -> bool:
+        """True when the history holds every release from release 1 (not a window)."""
+        return self.first <= 1
+
+    def require_complete(self, name: str) -> None:
+        """Raise ``IncompleteHistory`` naming ``name`` (the verifier or attack) when this history is a window:
+        what calls it reads every release. O(1)."""
+        if not self.complete:
+            raise IncompleteHistory(f"{name} reads every release; this history holds releases {self.first}.. only")
+
+    def previous_memo(self, name: str) -> pd.DataFrame | None:
+        """The memo entry ``(name, n - 1)`` of the last release n (a function of releases 1..n-1), to fold release
+        n into. None when there is none and the history is complete (fold every release from scratch);
+        ``IncompleteHistory`` when there is none and the history is a window. O(1)."""
+        ids = self.release_ids
+        last = ids[-1] if ids else 0
+        entry = self.memo.get((name, last - 1))
+        if entry is None and not self.complete:
+            raise IncompleteHistory(f"{name}: no memo of release {last - 1} to judge release {last} through a window")
+        return entry
 
     def release(self, release_id: int) -> pd.DataFrame:
         """The published rows of one release (index 0..n-1). O(rows)."""
@@ -63,6 +92,11 @@ class History:
         if self.snapshots is None:
             raise ValueError("history: no snapshots (the private side) to read T(j) from")
         return self.snapshots[self.snapshots["release_id"] == release_id].reset_index(drop=True)
+
+
+class IncompleteHistory(Exception):
+    """A verifier or attack needs more of the past than a window holds (``History.require_complete``,
+    ``History.previous_memo``): read the complete history and judge again."""
 
 
 @dataclass(frozen=True)

@@ -56,13 +56,15 @@ def discount_recorded(history: History, reports: Sequence[Report],
     judged by, not only those of ``reports``) runs on releases 1..r alone; an individual's violation *predates the
     tool* when some attack there already left them at most as many candidates. Such violations are taken out; the report is ok when none is left, and its
     summary gets ``predating`` (how many were taken out) and ``recorded_releases`` (1..r). Other reports are
-    returned as they are. Cost: the attacks once more over releases 1..r, only when a report failed.
+    returned as they are. Cost: the attacks once more over releases 1..r, only when a report failed; then, through
+    a window (``History.first``, whose states hold every recorded release), ``IncompleteHistory``.
     """
     recorded = recorded_releases(history)
     ident = history.spec.id
     failed = [r for r in reports if not r.ok and {ident, "size"} <= set(r.violations.columns)]
     if not recorded or recorded[-1] >= max(history.release_ids) or not failed:
         return list(reports)
+    history.require_complete("the discount of recorded releases")  # the attacks run again on releases 1..r
     sizes = [r.violations.set_index(ident)["size"] for r in attack(_upto(history, recorded[-1]))
              if len(r.violations) and {ident, "size"} <= set(r.violations.columns)]
     before = pd.concat(sizes).groupby(level=0).min() if sizes else pd.Series(dtype=np.float64)

@@ -25,20 +25,21 @@ SEEDS = st.integers(0, 2**32 - 1)
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def random_spec() -> Spec:
-    """Two numeric QIs, a flat categorical one and five sensitive values, bound."""
+def random_spec(model: dict | None = None) -> Spec:
+    """Two numeric QIs, a flat categorical one and five sensitive values, bound; ``model`` (default: distinct
+    2-diversity) is the spec's model section."""
     raw = {"name": "random", "id": "id", "sensitive": "s",
            "quasi_identifiers": {"a": {"type": "numeric"}, "b": {"type": "numeric"}, "c": {"type": "categorical"}},
-           "model": {"name": "l_diversity", "l": 2, "form": "distinct"}}
+           "model": model or {"name": "l_diversity", "l": 2, "form": "distinct"}}
     domain = pd.DataFrame({"id": range(5), "a": 0.0, "b": 0.0, "c": ["x", "y", "z", "x", "y"], "s": list(VALUES)})
     return parse_spec(raw).bind(domain)
 
 
-def random_history(seed: int, releases: int | None = None) -> History:
+def random_history(seed: int, releases: int | None = None, model: dict | None = None) -> History:
     """1-5 releases of 2-25 people (some leave, some arrive, some change their value), grouped at random into
-    groups of 1-4, so that boxes overlap freely."""
+    groups of 1-4, so that boxes overlap freely; ``model`` as in ``random_spec`` (what the verifiers check)."""
     rng = np.random.default_rng(seed)
-    spec = random_spec()
+    spec = random_spec(model)
     total = int(rng.integers(2, 30))
     people = pd.DataFrame({"id": np.arange(total), "a": rng.integers(0, 6, total).astype(np.float64),
                            "b": rng.integers(0, 4, total).astype(np.float64),

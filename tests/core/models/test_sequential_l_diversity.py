@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from dagster_privrelease.core.models.sequential_l_diversity import possible_worl
 from dagster_privrelease.core.models.sequential_l_diversity import sequential_release as sr
 from dagster_privrelease.core.models.sequential_l_diversity.information_loss import InformationLoss
 from dagster_privrelease.core.release import PreviousRelease
-from dagster_privrelease.core.spec import Model, Spec, parse_spec, validate_snapshot
+from dagster_privrelease.core.spec import BoundSpec, Model, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SpecError
 from dagster_privrelease.pipeline import model_spec
 from tests.fixtures import shmueli_tassa as fx
@@ -44,8 +45,14 @@ def _with_model(spec: Spec, **params) -> Spec:
     return dataclasses.replace(spec, model=Model("sequential_l_diversity", MODEL.parse_params(params)))
 
 
-def _table_9_spec(**params) -> Spec:
-    return _with_model(fx.table_9_spec(), **{"l": 2, **params})
+def _bound(spec: Spec) -> BoundSpec:
+    """``spec`` as the bound spec it is (``Spec.bind`` was called on it)."""
+    assert isinstance(spec, BoundSpec)
+    return spec
+
+
+def _table_9_spec(**params) -> BoundSpec:
+    return _bound(_with_model(fx.table_9_spec(), **{"l": 2, **params}))
 
 
 def _paper_world() -> pd.DataFrame:
@@ -68,7 +75,7 @@ def _generalised_entries(table: pd.DataFrame, spec: Spec) -> int:
                    if f"{a}__lo" in table.columns))
 
 
-def _judge(releases: pd.DataFrame, truth: pd.DataFrame, worlds: pd.DataFrame, spec: Spec, l: int,  # noqa: E741
+def _judge(releases: pd.DataFrame, truth: pd.DataFrame, worlds: pd.DataFrame, spec: BoundSpec, l: int,  # noqa: E741
            snapshots: pd.DataFrame | None = None):
     """The judge's Thm. 4.3 / Def. 3.2 reports on worlds it rebuilds from the compact frame."""
     rebuilt = {"true": truth, **worlds_from_permutations(truth, worlds, spec)}
@@ -85,9 +92,9 @@ def _multiset(table: pd.DataFrame, attribute: str) -> list[tuple[str, str]]:
 def test_registered_with_its_parameters():
     assert MODEL.vertical and MODEL.reads == "previous" and MODEL.diversity_param == "l"
     assert [s.name for s in MODEL.stages] == ["possible_worlds"]
-    assert MODEL.parse_params({"l": 3}) == {"l": 3, "p": 100, "loss": "LM"}
+    assert MODEL.parse_params({"l": 3}) == {"l": 3, "p": 100, "loss": "LM", "partition": "joint"}
     assert MODEL.bound({"l": 4}).values == 4
-    for bad in ({"l": 1}, {"l": 2, "loss": "NCP"}, {"l": 2, "p": 0}, {}):
+    for bad in ({"l": 1}, {"l": 2, "loss": "NCP"}, {"l": 2, "p": 0}, {"l": 2, "partition": "greedy"}, {}):
         with pytest.raises(SpecError):
             MODEL.parse_params(bad)
 
@@ -177,6 +184,7 @@ def test_example_4_2_with_algorithm_1_worlds():
     The worlds are 2-diverse, the releases admit them, every individual stays linkable to two values, and the
     generalised entries are again the paper's 4 (sequential) and 7 (non-sequential)."""
     spec, truth = _table_9_spec(), fx.table_9a()
+    worlds = pd.DataFrame()
     for seed in range(5):
         worlds = MODEL.stages[0].run(truth, spec, None, np.random.default_rng(seed))["possible_worlds"]
         assert sorted(worlds.columns) == sorted(["world", "ID", "source_ID"]) and set(worlds["world"]) == {1}
@@ -206,7 +214,8 @@ def test_information_loss_lm_and_em_of_table_9():
     h = lambda *q: -sum(x * np.log2(x) for x in q)  # noqa: E731
     assert em.loss(*rt)[0] == pytest.approx(h(2 / 3, 1 / 3)) and em.loss(*root)[0] == pytest.approx(h(0.4, 0.2, 0.4))
     assert lm.snap(np.array([[0]]), np.array([[2]]))[0][0, 0] == 0  # r..s is the root's range 0..2
-    numeric = InformationLoss(pd.DataFrame({"age": [20.0, 30.0, 60.0]}), _random_spec(2), ("age",), "LM")
+    numeric = InformationLoss(pd.DataFrame({"age": [20.0, 30.0, 60.0]}), cast(BoundSpec, _random_spec(2)), ("age",),
+                              "LM")  # a numeric attribute needs no binding
     assert numeric.loss(np.array([[0]]), np.array([[1]]))[0] == pytest.approx(10 / 40)
 
 
@@ -292,7 +301,7 @@ def test_step_5_greedy_order_is_eq_7(seed, l, extra):  # noqa: E741
         return total
 
     for b in (0, 1):
-        members = list(np.flatnonzero(bucket == b))
+        members = [int(t) for t in np.flatnonzero(bucket == b)]
         placed: list[int] = []
         for h in range(len(members)):
             pool = [t for t in members if t not in placed and values[t] == cycle[start[b] + h]]
@@ -301,10 +310,11 @@ def test_step_5_greedy_order_is_eq_7(seed, l, extra):  # noqa: E741
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.integers(1, 3))
-def test_section_4_4_sub_components(seed, p, components):
+@given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.integers(1, 3),
+       st.sampled_from([sr.sub_components, sr.joint_sub_components]))
+def test_section_4_4_sub_components(seed, p, components, split):
     """Every component of eq. (9) is split into sub-components of at most p rows and as many world tuples, and
-    none crosses a component."""
+    none crosses a component (both partitions)."""
     rng = np.random.default_rng(seed)
     spec = _random_spec(2)
     snapshot = validate_snapshot(_random_table(rng, np.arange(40), 4), spec)
@@ -312,11 +322,80 @@ def test_section_4_4_sub_components(seed, p, components):
     il = InformationLoss(snapshot, spec, tuple(spec.quasi_identifiers), "EM")
     comp_v = rng.permutation(np.arange(40) % components)
     comp_w = rng.permutation(comp_v)
-    sub_v, sub_w = sr.sub_components(il, il.ranks, il.ranks, comp_v, il.ranks, comp_w, p)
+    sub_v, sub_w = split(il, il.ranks, il.ranks, comp_v, il.ranks, comp_w, p)
     assert np.bincount(sub_v).max() <= p
     np.testing.assert_array_equal(np.bincount(sub_v), np.bincount(sub_w, minlength=int(sub_v.max()) + 1))
     for sub in np.unique(sub_v):
         assert len(set(comp_v[sub_v == sub]) | set(comp_w[sub_w == sub])) == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 12))
+def test_joint_halving_keeps_the_lower_half_of_rows_with_the_lower_half_of_tuples(seed, p):
+    """``joint_sub_components`` against its rule by hand on one numeric attribute: sorted rows and sorted tuples of a
+    component cut at the same ranks, so sub-component i holds the i-th slice of both (the widest attribute is the
+    only one)."""
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(2)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(40), 4), spec)
+    spec = spec.bind(snapshot)
+    il = InformationLoss(snapshot, spec, ("age",), "LM")
+    rows, tuples = il.ranks[rng.permutation(40)], il.ranks
+    comp = np.zeros(40, dtype=np.int64)
+    sub_v, sub_w = sr.joint_sub_components(il, rows, rows, comp, tuples, comp, p)
+    order_v = np.lexsort((np.arange(40), rows[:, 0]))
+    order_w = np.lexsort((np.arange(40), tuples[:, 0]))
+    slices_v = [sub_v[order_v][i] for i in range(40)]
+    slices_w = [sub_w[order_w][i] for i in range(40)]
+    assert slices_v == slices_w  # the k-th smallest row and the k-th smallest tuple share a sub-component
+    assert np.bincount(sub_v).max() <= p
+
+
+def _naive_partition(il, lo, hi, node, rows, points, tuples) -> dict[int, int]:
+    """§4.4's partition of W^(k) from its statement, tuple by tuple: groups of V_R^(k) by decreasing size (ties by
+    id), each taking the n_j tuples left with the least IL(closure{u_j, w}) + tie term (distance to the mean box
+    centre of the group, weighted by ``_TIE``), ties by the tuple's ranks (lexicographic) then its position."""
+    centre = il.centres(lo, hi)
+    groups, counts = np.unique(node[rows], return_counts=True)
+    left, out, position = list(tuples), {}, {int(t): k for k, t in enumerate(tuples)}
+    for j in np.argsort(-counts, kind="stable"):
+        members = rows[node[rows] == groups[j]]
+        u_lo, u_hi = il.snap(lo[members].min(axis=0), hi[members].max(axis=0))
+        middle = centre[members].sum(axis=0) / len(members)
+
+        def dist(t, u_lo=u_lo, u_hi=u_hi, middle=middle):
+            total = 0.0
+            for m in range(points.shape[1]):
+                r = points[t, m]
+                total += float(il.attribute_loss(m, np.minimum(u_lo[m], r), np.maximum(u_hi[m], r))) + sr._TIE * abs(
+                    float(il.position(m, np.array([r]))[0]) - middle[m])
+            return total
+
+        taken = sorted(left, key=lambda t: (dist(t), tuple(points[t]), position[int(t)]))[: counts[j]]
+        for t in taken:
+            out[t] = int(groups[j])
+        left = [t for t in left if t not in set(taken)]
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 8), st.sampled_from(["LM", "EM"]))
+def test_section_4_4_partition_of_the_world_is_the_greedy_rule(seed, groups, loss):
+    """``_partition_world`` (distances per distinct point) against the rule tuple by tuple."""
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(2)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(30), 4), spec)
+    spec = spec.bind(snapshot)
+    il = InformationLoss(snapshot, spec, tuple(spec.quasi_identifiers), loss)
+    other = il.ranks[rng.permutation(30)]
+    lo, hi = il.snap(np.minimum(il.ranks, other), np.maximum(il.ranks, other))
+    rows, tuples = np.arange(30), rng.permutation(30)
+    node = rng.integers(0, groups, 30)
+    points = il.ranks[rng.integers(0, 30, 30)]  # repeated points: ties between tuples of one point
+    sub_w = np.full(30, -1)
+    sr._partition_world(il, lo, hi, il.centres(lo, hi), node, rows, points, tuples, sub_w)
+    expected = _naive_partition(il, lo, hi, node, rows, points, tuples)
+    assert {int(t): int(sub_w[t]) for t in tuples} == expected
 
 
 # ------------------------------------------------------------------------------- random tables: Theorems 4.2-4.4
@@ -597,8 +676,8 @@ def test_the_store_reads_the_worlds_as_private_possible_world(tmp_path):
     assert list(view.columns) == ["world", "pid", "disease"] and len(view) == 2 * len(second)
     truth = view[view["world"] == 0].set_index("pid")["disease"]
     assert truth.to_dict() == second.set_index("pid")["disease"].to_dict()
-    rebuilt = worlds_from_permutations(second, compact, spec)["1"].set_index("pid")["disease"]
+    rebuilt = worlds_from_permutations(second, compact, cast(BoundSpec, spec))["1"].set_index("pid")["disease"]
     assert view[view["world"] == 1].set_index("pid")["disease"].to_dict() == rebuilt.to_dict()
     worlds = {str(w): frame for w, frame in view.groupby("world")}
-    assert world_diversity(worlds, spec, 2).ok
+    assert world_diversity(worlds, cast(BoundSpec, spec), 2).ok
     assert "possible_world" not in published and not any("world" in t for t in published)

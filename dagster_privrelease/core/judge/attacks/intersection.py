@@ -79,7 +79,7 @@ def intersection_runs(history: History) -> pd.DataFrame:
         return _fold(history, None, [])
     if (RUNS, ids[-1]) in history.memo:  # folded already for this history (another attack asked first)
         return history.memo[(RUNS, ids[-1])]
-    memo = history.memo.get((RUNS, ids[-1] - 1)) if len(ids) > 1 else None
+    memo = history.previous_memo(RUNS)
     state = _fold(history, memo, ids if memo is None else ids[-1:])
     history.memo[(RUNS, ids[-1])] = state
     return state
@@ -181,7 +181,7 @@ def critical_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
     ids = history.release_ids
     if len(ids) < 2:
         return skipped("critical", "a single release has no absence or addition")
-    state = history.memo.get((CRITICAL, ids[-1] - 1))
+    state = history.previous_memo(CRITICAL)
     pairs = list(itertools.pairwise(ids)) if state is None else [(ids[-2], ids[-1])]
     frames = [] if state is None else [state]
     for before, after in pairs:

@@ -18,10 +18,11 @@ import pandas as pd
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
-from ...encoding import qi_values, unique_rows
+from ...encoding import qi_values
 from ...grouping import released_attributes
 from ...intervals import contained_pairs
 from ...spec import BoundSpec
+from ..attacks.vertical import unique_rows_by_key
 from ..history import Report
 from ..report import verifier_report
 
@@ -74,8 +75,8 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     if qis and len(point):  # a suppressed cell covers the whole domain: bounds just outside every value
         lo = np.where(np.isnan(lo), point.min(axis=0) - 1, lo)
         hi = np.where(np.isnan(hi), point.max(axis=0) + 1, hi)
-    boxes, _, box_count = unique_rows(np.column_stack([rb, lo, hi]))
-    points, point_of, point_count = unique_rows(np.column_stack([wb, point]))
+    boxes, _, box_count = unique_rows_by_key(np.column_stack([rb, lo, hi]))
+    points, point_of, point_count = unique_rows_by_key(np.column_stack([wb, point]))
     d = len(qis)
     p_idx, b_idx = contained_pairs(points, boxes[:, : 1 + d], np.column_stack([boxes[:, :1], boxes[:, 1 + d:]]))
     nb, npt = len(boxes), len(points)

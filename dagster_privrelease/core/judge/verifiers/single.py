@@ -4,9 +4,19 @@ Each reads any table with the published columns; a ``release_id`` column, when p
 that one call checks a whole history. QI groups are ``grouping.qi_groups``: rows sharing ``(release_id,
 group_id)``, or the same generalised box where ``group_id`` is null (Shmueli-Tassa Eq. (2)). Violations: one row
 per group that breaks the rule, naming the group, the rule and the figures.
+
+Over a history the verifiers are folded one release at a time (``fold_releases``): a verifier's report on
+releases 1..n is its report on 1..n-1, kept in the judge's memo, with release n's added. Judging release n then
+reads release n (and what its own step keeps of the past, e.g. m-invariance's last signature of every
+individual) and never the releases before: the window of ``History.first`` (issue #12).
 """
 
 from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +24,7 @@ import pandas as pd
 from ....errors import SpecError
 from ...encoding import value_codes
 from ...grouping import bitsets, popcount, qi_groups
-from ..history import Report
+from ..history import History, Report
 from ..report import group_violations, verifier_report
 
 L_DIVERSITY_FORMS = ("distinct", "entropy", "recursive", "frequency")
@@ -104,3 +114,171 @@ def m_uniqueness_of(groups: pd.DataFrame, values: np.ndarray, m: int) -> Report:
         groups, bad, f"m-uniqueness (Xiao-Tao Def. 17): at least m={m} rows, all sensitive values different", detail
     )
     return verifier_report("m_uniqueness", violations, m=m, groups=len(groups), violating_groups=int(bad.sum()))
+
+
+# ------------------------------------------------------------------------------- a history, one release at a time
+
+#: How a figure of a verifier's per-release summary adds up over the releases of a history (``fold_releases``):
+#: summed, the least, or the last release's (a figure that is already a function of every release so far, e.g.
+#: the individuals seen). Any other figure is a parameter of the verifier, taken from the last release's report.
+TOTALS: dict[str, str] = {
+    "groups": "sum", "violating_groups": "sum", "smallest": "min", "counterfeits": "sum",
+    "groups_with_counterfeits": "sum", "tuples": "sum", "republished": "sum", "changed": "sum",
+    "individuals": "last",
+}
+
+#: What a verifier's step keeps of releases 1..j for release j+1 (e.g. m-invariance's last appearance of every
+#: individual), by name; plain frames, stored as Parquet in the judge's memo.
+State = dict[str, pd.DataFrame]
+
+#: One release's step: ``(release j alone as a History, the state after release j-1) -> (the verifier's reports
+#: on release j alone, the state after release j)``. The state is empty before release 1.
+Step = Callable[[History, State], tuple[list[Report], State]]
+
+MEMO = "verifier"
+
+
+def fold_releases(history: History, family: str, params: Mapping[str, Any], step: Step) -> list[Report]:
+    """The reports of the verifiers of ``family`` on the whole of ``history``, one release at a time.
+
+    Each report on releases 1..n is the report on 1..n-1 with release n's added: its violations stacked after
+    the earlier releases' (so the rows are in release order), its summary figures added up as ``TOTALS`` says,
+    ok iff it has no violation. A report that some release lacks is left out (e.g. the publisher-side checks
+    after a release that is not homogeneous, as over the whole history). ``step`` computes one release's reports
+    from that release alone and the ``State`` its predecessor left.
+
+    The judge's memo (``History.memo``) keeps, under release n, the reports on 1..n (``verifier.<family>.report.
+    <name>``: the violations; ``verifier.<family>.summary``: one row per report, its summary, ``params`` and the
+    state's names as JSON) and the step's state (``verifier.<family>.state.<key>``): judging release n+1
+    then folds release n+1 only (``History.previous_memo``). A window without that memo, or with one made
+    under other ``params``, raises ``IncompleteHistory`` (the caller reads the complete history); a complete
+    history without it folds every release from the first. Either way the reports are the same: what the memo
+    holds is what folding from the first release computes, Parquet round trip included.
+
+    Cost: the steps of the releases folded (release n alone through a window) plus O(the memo): independent of
+    the number of releases before n.
+    """
+    prefix = f"{MEMO}.{family}"
+    last = history.release_ids[-1] if history.release_ids else 0
+    past, state = _previous(history, prefix, params)
+    held = _held_release_ids(history)
+    todo = held if past is None else [j for j in held if j >= last]
+    reports: list[Report] = []
+    for _, part in release_parts(history, todo):
+        now, state = step(part, state)
+        reports = now if past is None else [_added(past[r.name], r) for r in now if r.name in past]
+        reports = [Report(r.name, r.ok, r.violations, _plain_summary(r.summary)) for r in reports]
+        past = {r.name: Report(r.name, r.ok, _plain_frame(r.violations), r.summary) for r in reports}
+    if past is None:  # no release: the reports of an empty history, nothing to keep
+        return [Report(r.name, r.ok, r.violations, _plain_summary(r.summary)) for r in step(history, {})[0]]
+    memo = {f"{prefix}.report.{name}": r.violations for name, r in past.items()}
+    memo[f"{prefix}.summary"] = pd.DataFrame({
+        "report": list(past), "summary": [json.dumps(r.summary) for r in past.values()],
+        "params": _params_text(params), "state": json.dumps(sorted(state)),
+    })
+    memo.update({f"{prefix}.state.{key}": frame for key, frame in state.items()})
+    for key, frame in memo.items():
+        history.memo[(key, last)] = frame
+    return reports or [past[name] for name in past]
+
+
+def _previous(history: History, prefix: str, params: Mapping[str, Any]) -> tuple[dict[str, Report] | None, State]:
+    """The reports on releases 1..n-1 and the step's state from the memo of release n-1; ``(None, {})`` when a
+    complete history has no usable memo; ``IncompleteHistory`` when a window has none."""
+    summary = history.previous_memo(f"{prefix}.summary")
+    if summary is None or not len(summary) or summary["params"].iloc[0] != _params_text(params):
+        history.require_complete(prefix)
+        return None, {}
+    before = history.release_ids[-1] - 1
+    names, keys = list(summary["report"]), json.loads(summary["state"].iloc[0])
+    frames = {key: history.memo[(key, before)] for key in [*(f"{prefix}.report.{n}" for n in names),
+                                                            *(f"{prefix}.state.{k}" for k in keys)]
+              if (key, before) in history.memo}
+    if len(frames) < len(names) + len(keys):
+        history.require_complete(prefix)
+        return None, {}
+    violations = [frames[f"{prefix}.report.{name}"] for name in names]
+    past = {name: Report(name, not len(v), v, json.loads(text))
+            for name, v, text in zip(names, violations, summary["summary"], strict=True)}
+    return past, {key: frames[f"{prefix}.state.{key}"] for key in keys}
+
+
+def _added(past: Report, now: Report) -> Report:
+    """``past`` (releases 1..j-1) with ``now`` (release j alone) added (``fold_releases``). O(violations)."""
+    if not len(past.violations):
+        violations = now.violations
+    elif not len(now.violations):
+        violations = past.violations
+    else:
+        violations = pd.concat([past.violations, now.violations], ignore_index=True)
+    summary = {key: _total(TOTALS.get(key), past.summary.get(key), value) for key, value in now.summary.items()}
+    return verifier_report(now.name, violations, **summary)
+
+
+def _total(rule: str | None, before: Any, now: Any) -> Any:
+    """A summary figure of releases 1..j from that of 1..j-1 (``before``; None: none) and release j's (``TOTALS``)."""
+    if before is None:
+        return now
+    if rule == "sum":
+        return before + now
+    if rule == "min":
+        return min(before, now)
+    return now
+
+
+def _plain_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as the store gives it back (a Parquet round trip, ``StoreWriter.save_judge_memo``), so that
+    folding from the first release and folding through the window stack the same rows. An empty frame is kept
+    as it is (the fold never stacks one). O(rows)."""
+    if not len(frame):
+        return frame
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
+
+
+def _plain_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A summary with numpy scalars as Python ones (the memo keeps summaries as JSON)."""
+    return {k: v.item() if isinstance(v, np.generic) else v for k, v in summary.items()}
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    """The parameters a memo was made under, as canonical JSON (a memo made under others is not used)."""
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def _held_release_ids(history: History) -> list[int]:
+    """Every release id in any frame of ``history`` (published rows, R(j), hosting, snapshots), ascending: a
+    broken history may host or snapshot a release that published nothing, and the checks must still see it.
+    O(rows)."""
+    ids: set[int] = set(history.release_ids)
+    for frame in (history.counterfeits, history.hosting, history.snapshots):
+        if frame is not None and "release_id" in frame.columns and len(frame):
+            ids.update(int(r) for r in np.unique(frame["release_id"].to_numpy(np.int64)))
+    return sorted(ids)
+
+
+def release_parts(history: History, release_ids: list[int]) -> Iterator[tuple[int, History]]:
+    """Each of ``release_ids`` as a History of that release alone (its published rows, R(j), snapshot and hosting
+    rows, in their order in ``history``), in the order given. Each frame is sorted by release once:
+    O(rows log rows) for the whole history, then O(rows of release j) per release."""
+    parts: dict[str, tuple[pd.DataFrame, np.ndarray, np.ndarray]] = {}
+    for name in ("releases", "counterfeits", "snapshots", "hosting"):
+        frame = getattr(history, name)
+        if frame is not None:
+            rid = frame["release_id"].to_numpy(np.int64) if len(frame) else np.zeros(0, dtype=np.int64)
+            order = np.argsort(rid, kind="stable")
+            parts[name] = (frame, order, rid[order])
+
+    def rows(name: str, j: int) -> pd.DataFrame | None:
+        if name not in parts:
+            return None
+        frame, order, ordered = parts[name]
+        a, b = np.searchsorted(ordered, [j, j + 1])
+        return frame.iloc[order[a:b]].reset_index(drop=True)
+
+    for j in release_ids:
+        releases, counterfeits = rows("releases", j), rows("counterfeits", j)
+        assert releases is not None and counterfeits is not None
+        yield j, History(history.spec, releases, counterfeits, snapshots=rows("snapshots", j),
+                         hosting=rows("hosting", j), first=j)

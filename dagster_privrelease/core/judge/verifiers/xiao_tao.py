@@ -4,22 +4,28 @@
 - ``counterfeit_accounting``: Def. 3 (R(j) counts each group's counterfeits);
 - ``generalisation``: Def. 2 (2) and (4) (every tuple inside its group's box, one box per group) and Def. 1.
 
-They are publisher-side checks: they read the private hosting groups (and the snapshots), indexed once by
-``Hosted``; everything is integer keys, sorts and searches, O(n log n) in the published and hosting rows.
-``Hosted``, ``consecutive_appearances`` and ``appearance_violations`` are shared with m-Distinct (``li_zhou``).
+They are publisher-side checks: they read the private hosting groups (and the snapshots), indexed by ``Hosted``;
+everything is integer keys, sorts and searches. Over a history they are folded one release at a time
+(``single.fold_releases``): counterfeit accounting, generalisation and m-uniqueness are properties of each
+release alone, and m-invariance compares each appearance of a tuple with its previous one, which the fold keeps
+as each individual's last appearance (release, group, signature as packed bits). Judging release n therefore
+reads release n and that memo, never the releases before (issue #12's window): O(n_n log n_n + individuals
+seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from ....errors import SpecError
-from ...encoding import codes_in, qi_values, unique_keys, value_codes
+from ...encoding import qi_values, unique_keys, value_codes
 from ...grouping import bitsets, describe, group_keys, homogeneous, qi_groups
 from ..history import History, Report
 from ..report import concat_violations, group_violations, verifier_report
-from .single import m_uniqueness_of
+from .single import State, fold_releases, m_uniqueness_of
 
 M_INVARIANCE_RULE = "Xiao-Tao Def. 17 (2) / Lemma 4: a tuple's generalised hosting groups have the same signature"
 
@@ -38,10 +44,11 @@ class Hosted:
     group index of each hosting row (-1 when the hosting names a group that was not published); ``codes`` and
     ``vocabulary``: the published sensitive values as integer codes (spec domain first); ``signatures``: the
     signature (Def. 16) of every group as a bitset row. ``snapshot_host``: for each snapshot row, its hosting row
-    (-1 when not hosted), computed on first use. Building it is O(n log n).
+    (-1 when not hosted), computed on first use. ``vocabulary`` (default: the spec's domain) comes first, the
+    values outside it after, sorted (``encoding.value_codes``). Building it is O(n log n).
     """
 
-    def __init__(self, history: History):
+    def __init__(self, history: History, vocabulary: Sequence[str] | None = None):
         require(history, "hosting")
         if not homogeneous(history.releases):
             raise SpecError("history: publisher-side verification needs homogeneous releases (integer group_id)")
@@ -53,7 +60,8 @@ class Hosted:
         self.row_group, self.groups = qi_groups(history.releases)
         self.group_key = group_keys(self.groups["release_id"].to_numpy(), self.groups["group_id"].to_numpy())
         self.host_group = self.find_groups(self.hosting["release_id"].to_numpy(), self.hosting["group_id"].to_numpy())
-        self.codes, self.vocabulary = value_codes(history.releases[self.spec.sensitive], self.spec.sensitive_values)
+        known = self.spec.sensitive_values if vocabulary is None else vocabulary
+        self.codes, self.vocabulary = value_codes(history.releases[self.spec.sensitive], known)
         self.signatures = bitsets(self.row_group, self.codes, len(self.groups), len(self.vocabulary))
         self._snapshot_host: np.ndarray | None = None
 
@@ -95,44 +103,6 @@ def hosted(history: History) -> Hosted | None:
     return Hosted(history) if history.hosting is not None and homogeneous(history.releases) else None
 
 
-def previous_appearance(hosting: pd.DataFrame, ident: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(order, prev)``: hosting rows sorted by (individual, release) and, for each, the position in ``order``
-    of the same individual's previous appearance (-1 for a first appearance). O(n log n)."""
-    ids = pd.factorize(hosting[ident])[0]
-    order = np.lexsort((hosting["release_id"].to_numpy(), ids))
-    same = np.r_[False, ids[order][1:] == ids[order][:-1]]
-    prev = np.where(same, np.arange(len(order)) - 1, -1)
-    return order, prev
-
-
-def consecutive_appearances(hosted: Hosted) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs of consecutive appearances of one individual, both in published groups (Lemma 4):
-    ``(rows, now, before)`` with the hosting row of the later appearance and the two group indices. O(n log n)."""
-    order, prev = previous_appearance(hosted.hosting, hosted.spec.id)
-    group = hosted.host_group[order]
-    pair = (prev >= 0) & (group >= 0)
-    pair[pair] &= group[prev[pair]] >= 0
-    at = np.flatnonzero(pair)
-    return order[at], group[at], group[prev[at]]
-
-
-def appearance_violations(hosted: Hosted, rows: np.ndarray, now: np.ndarray, before: np.ndarray,
-                          rule: str, **columns) -> pd.DataFrame:
-    """Violations naming the individual, the release and group, the previous release and group, then
-    ``columns`` (e.g. the two signatures) and the rule. O(violations)."""
-    ident = hosted.spec.id
-    host = hosted.hosting.iloc[rows]
-    return pd.DataFrame({
-        "release_id": host["release_id"].to_numpy(),
-        ident: host[ident].to_numpy(),
-        "group_id": host["group_id"].to_numpy(),
-        "previous_release_id": hosted.groups["release_id"].to_numpy()[before],
-        "previous_group_id": hosted.groups["group_id"].to_numpy()[before],
-        **columns,
-        "rule": rule,
-    })
-
-
 # ------------------------------------------------------------------------------------------------- m-invariance
 
 
@@ -141,28 +111,94 @@ def m_invariance(history: History, m: int | None = None) -> list[Report]:
     groups share one signature (Def. 16), counterfeits included.
 
     Condition 2 is checked in Lemma 4's incremental form: each appearance of a tuple against its previous
-    appearance (the predecessor release when the tuple was in it). By transitivity this is Def. 17 (2) over all
-    of a tuple's appearances, also for a tuple that returns after a gap. Needs ``history.hosting``.
-    Returns ``[m_uniqueness, m_invariance]``; the second names each individual whose signature changed.
-    O(n log n) in the number of published and hosting rows.
+    appearance (the latest earlier release that hosted it, also across a gap). By transitivity this is Def. 17 (2)
+    over all of a tuple's appearances, also for a tuple that returns after a gap. Needs ``history.hosting``.
+    Returns ``[m_uniqueness, m_invariance]``; the second names each individual whose signature changed, in
+    release order. Folded one release at a time (``m_invariance_step``): O(n_j log n_j + individuals seen) per
+    release j, release n alone through a window.
     """
-    return m_invariance_reports(Hosted(history), m if m is not None else history.spec.model.params["m"])
+    m = int(m if m is not None else history.spec.model.params["m"])
+    return fold_releases(history, "xiao_tao.m_invariance", {"m": m},
+                         lambda part, state: m_invariance_step(part, state, m, publisher=False))
 
 
-def m_invariance_reports(hosted: Hosted, m: int) -> list[Report]:
-    """``m_invariance`` on an indexed history (same cost)."""
-    sig = hosted.signatures
-    rows, now, before = consecutive_appearances(hosted)
-    changed = (sig[now] != sig[before]).any(axis=1)
-    violations = appearance_violations(
-        hosted, rows[changed], now[changed], before[changed], M_INVARIANCE_RULE,
-        signature=describe(sig[now[changed]], hosted.vocabulary),
-        previous_signature=describe(sig[before[changed]], hosted.vocabulary))
-    invariant = verifier_report(
-        "m_invariance", concat_violations([violations, hosted.unpublished()]), m=m,
-        individuals=int(hosted.hosting[hosted.spec.id].nunique()), republished=len(rows), changed=int(changed.sum()),
+def m_invariance_step(part: History, state: State, m: int, publisher: bool = True) -> tuple[list[Report], State]:
+    """One release of the m-invariance verifier (``single.Step``): ``[m_uniqueness, m_invariance]`` of the
+    release ``part`` alone, then (``publisher``) its counterfeit accounting and generalisation, and the state
+    after it.
+
+    The state: ``individuals``, each individual ever hosted with its last appearance (``release_id``,
+    ``group_id``, ``published``: whether that group was published, ``w0..``: its signature, Def. 16, as uint64
+    words, ``grouping.pack_bits``), and ``vocabulary``, the values the bits stand for (the spec's domain, then
+    values outside it in order of first publication). An individual absent from the previous release keeps its
+    last appearance, so a return after a gap is compared with it, as Lemma 4's chain over the lifespan needs.
+    O(n_j log n_j + individuals seen).
+    """
+    known = state["vocabulary"]["value"].astype(str).tolist() if "vocabulary" in state else None
+    indexed = Hosted(part, known)
+    invariant, individuals = _appearances(indexed, state.get("individuals"), m)
+    reports = [m_uniqueness_of(indexed.groups, indexed.signatures, m), invariant]
+    if publisher:
+        reports += publisher_side(indexed)
+    return reports, {"individuals": individuals, "vocabulary": pd.DataFrame({"value": indexed.vocabulary})}
+
+
+def _appearances(hosted: Hosted, last_seen: pd.DataFrame | None, m: int) -> tuple[Report, pd.DataFrame]:
+    """The m-invariance report of one release (``hosted``: that release alone) against ``last_seen``, each
+    individual's last appearance in the earlier releases (``m_invariance_step``; None before release 1), and the
+    last appearances after it. A hosting row is compared with the individual's previous hosting row (the same release's, for a
+    tuple hosted twice) when both groups are published (Lemma 4). O(n_j log n_j + individuals seen)."""
+    spec, host, sig = hosted.spec, hosted.hosting, hosted.signatures
+    ident, words = spec.id, hosted.signatures.shape[1]
+    columns = [f"w{w}" for w in range(words)]
+    before = last_seen
+    if before is None:
+        before = pd.DataFrame({ident: host[ident].iloc[:0], "release_id": np.zeros(0, np.int64),
+                               "group_id": np.zeros(0, np.int64), "published": np.zeros(0, bool),
+                               **{c: np.zeros(0, np.uint64) for c in columns}})
+    known = [c for c in before.columns if c[:1] == "w" and c[1:].isdigit() and c != ident]
+    old_bits = np.zeros((len(before), words), dtype=np.uint64)
+    old_bits[:, : len(known)] = before[known].to_numpy(np.uint64)
+    group = hosted.host_group
+    found = group >= 0
+    at = np.maximum(group, 0)
+    P = len(before)
+    bits = np.vstack([old_bits, np.where(found[:, None], sig[at], np.uint64(0))])
+    published = np.concatenate([before["published"].to_numpy(bool), found])
+    release = np.concatenate([before["release_id"].to_numpy(np.int64), host["release_id"].to_numpy(np.int64)])
+    group_id = np.concatenate([before["group_id"].to_numpy(np.int64),
+                               np.where(found, hosted.groups["group_id"].to_numpy()[at], -1).astype(np.int64)])
+    people = pd.concat([before[ident], host[ident]], ignore_index=True)
+    person = pd.factorize(people)[0]
+    order = np.argsort(person, kind="stable")  # an individual's last appearance, then this release's, in order
+    same = person[order][1:] == person[order][:-1]
+    previous = np.full(len(person), -1, dtype=np.int64)
+    previous[order[1:][same]] = order[:-1][same]
+    now = P + np.arange(len(host))
+    prev = previous[now]
+    pair = (prev >= 0) & found & published[np.maximum(prev, 0)]
+    rows = now[pair]
+    prev = prev[pair]
+    changed = (bits[rows] != bits[prev]).any(axis=1)
+    rows, prev = rows[changed], prev[changed]
+    violations = pd.DataFrame({
+        "release_id": host["release_id"].to_numpy()[rows - P],
+        ident: host[ident].to_numpy()[rows - P],
+        "group_id": host["group_id"].to_numpy()[rows - P],
+        "previous_release_id": release[prev],
+        "previous_group_id": group_id[prev],
+        "signature": describe(bits[rows], hosted.vocabulary),
+        "previous_signature": describe(bits[prev], hosted.vocabulary),
+        "rule": M_INVARIANCE_RULE,
+    })
+    last = order[np.r_[~same, True]] if len(order) else order
+    after = pd.DataFrame({ident: people.to_numpy()[last], "release_id": release[last], "group_id": group_id[last],
+                          "published": published[last], **{c: bits[last, w] for w, c in enumerate(columns)}})
+    report = verifier_report(
+        "m_invariance", concat_violations([violations, hosted.unpublished()]), m=m, individuals=len(after),
+        republished=int(pair.sum()), changed=int(changed.sum()),
     )
-    return [m_uniqueness_of(hosted.groups, sig, m), invariant]
+    return report, after
 
 
 # --------------------------------------------------------------------------------------- counterfeits (Def. 3)
@@ -172,12 +208,14 @@ def counterfeit_accounting(history: History) -> Report:
     """R(j) tells the truth (Xiao-Tao Def. 3): per published group, rows minus hosted genuine tuples equals the
     group's count in R(j) (0 when absent); R(j) names only published groups, with positive counts. With the
     snapshots, also per group and sensitive value: the genuine tuples' values are all published (Def. 2 (2)), so
-    the counterfeits are exactly the surplus rows. O(n log n)."""
-    return counterfeit_accounting_of(Hosted(history))
+    the counterfeits are exactly the surplus rows. Folded one release at a time (``single.fold_releases``):
+    O(n_j log n_j) per release j, release n alone through a window."""
+    return fold_releases(history, "xiao_tao.counterfeit_accounting", {},
+                         lambda part, state: ([counterfeit_accounting_of(Hosted(part))], state))[0]
 
 
 def counterfeit_accounting_of(hosted: Hosted) -> Report:
-    """``counterfeit_accounting`` on an indexed history (same cost)."""
+    """``counterfeit_accounting`` on an indexed history, all its releases at once. O(n log n)."""
     groups, r = hosted.groups, hosted.history.counterfeits.reset_index(drop=True)
     genuine = np.bincount(hosted.host_group[hosted.host_group >= 0], minlength=len(groups))
     at = hosted.find_groups(r["release_id"].to_numpy(), r["group_id"].to_numpy())
@@ -202,15 +240,15 @@ def counterfeit_accounting_of(hosted: Hosted) -> Report:
 
 
 def _missing_genuine_values(hosted: Hosted) -> pd.DataFrame:
-    """(group, value) pairs where more genuine tuples carry the value than published rows do."""
+    """(group, value) pairs where more genuine tuples carry the value than published rows do; a genuine value
+    outside the published vocabulary is named as the snapshot spells it. O(n log n)."""
     snap = hosted.history.snapshots
     assert snap is not None
     host = hosted.snapshot_host
     group = np.where(host >= 0, hosted.host_group[np.maximum(host, 0)], -1)
     keep = group >= 0
-    vocabulary = pd.Index(hosted.vocabulary)
-    genuine_codes = codes_in(snap[hosted.spec.sensitive], hosted.vocabulary)[keep]
-    width = np.int64(len(vocabulary) + 1)
+    genuine_codes, vocabulary = value_codes(snap[hosted.spec.sensitive][keep], hosted.vocabulary)
+    width = np.int64(max(len(vocabulary), 1))
     genuine, _, _, g_count = unique_keys(group[keep] * width + genuine_codes)
     published, _, _, p_count = unique_keys(hosted.row_group * width + hosted.codes)
     at = np.minimum(np.searchsorted(published, genuine), max(len(published) - 1, 0))
@@ -218,7 +256,7 @@ def _missing_genuine_values(hosted: Hosted) -> pd.DataFrame:
     bad = g_count > have
     out = hosted.groups.loc[genuine[bad] // width].reset_index(drop=True)
     out["rule"] = "Xiao-Tao Def. 2 (2): every genuine tuple is published with its sensitive value in its group"
-    value = [str(vocabulary[c]) if c >= 0 else "an unknown value" for c in genuine[bad] % width]
+    value = [str(vocabulary[c]) for c in genuine[bad] % width]
     out["detail"] = [f"{g} genuine tuple(s) with {v!r}, {p} published" for g, v, p in
                      zip(g_count[bad], value, have[bad], strict=True)]
     return out
@@ -230,13 +268,15 @@ def _missing_genuine_values(hosted: Hosted) -> pd.DataFrame:
 def generalisation(history: History) -> Report:
     """Every release truthfully generalises its snapshot (Xiao-Tao Def. 2 (2) and (4)): all rows of a group
     share one box, and each hosted tuple's QI values lie inside its group's box; every tuple of T(j) is hosted
-    and only those (Def. 1). Needs snapshots and hosting. O(n log n + n d)."""
+    and only those (Def. 1). Needs snapshots and hosting. Folded one release at a time (``single.fold_releases``):
+    O(n_j log n_j + n_j d) per release j, release n alone through a window."""
     require(history, "snapshots", "hosting")
-    return generalisation_of(Hosted(history))
+    return fold_releases(history, "xiao_tao.generalisation", {},
+                         lambda part, state: ([generalisation_of(Hosted(part))], state))[0]
 
 
 def generalisation_of(hosted: Hosted) -> Report:
-    """``generalisation`` on an indexed history (with snapshots; same cost)."""
+    """``generalisation`` on an indexed history (with snapshots), all its releases at once. O(n log n + n d)."""
     spec, releases, snap = hosted.spec, hosted.releases, hosted.history.snapshots
     assert snap is not None
     qis = [q for q in spec.quasi_identifiers if f"{q}__lo" in releases.columns]
@@ -272,7 +312,8 @@ def generalisation_of(hosted: Hosted) -> Report:
 
 def publisher_side(indexed: Hosted | None) -> list[Report]:
     """The checks that need the private side: R(j) and the hosting agree with the published groups, and (with
-    snapshots) every release generalises its snapshot. Nothing without an index (``hosted``). O(n log n + n d)."""
+    snapshots) every release generalises its snapshot, over the releases ``indexed`` holds (one release, in a
+    fold's step). Nothing without an index (``hosted``). O(n log n + n d)."""
     if indexed is None:
         return []
     reports = [counterfeit_accounting_of(indexed)]
