@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/privrelease demo
+	$(BIN)/privrelease demo --table census_kdd_m_distinct --releases 5
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -5,8 +5,10 @@ Stream (``core.stream``): T(1) = all of Adult but a pool of 2,000 rows (43,222 r
 deletions, 1,000 insertions and 1% of the survivors a year older, written to a DuckDB table ``source.people``.
 
 - Latency: from the source sensor's tick (fingerprint in DuckDB, new dynamic partition, run request) to the
-  release being in ``published``, the run executed in-process as the daemon would launch it. In ``dagster dev``
-  add up to the sensor interval (15 s) and the run launcher's start-up.
+  release being in ``published``, the run executed in-process as the daemon would launch it (no session around
+  it: each step opens the store once). In ``dagster dev`` add up to the sensor interval (15 s) and the run
+  launcher's start-up. Wall seconds, and CPU seconds of this process (``time.process_time``, every thread)
+  beside them: this 2-core machine is shared, and the CPU figure is the one that does not move with the load.
 - Overhead: the same snapshots released by the core alone (``pipeline.stage``, ``make_candidate``, ``judge``,
   ``publish``, timed step by step on another store) against the Dagster run (same steps plus Great
   Expectations, the utility figures in the candidate's metadata, the history plot, Dagster's event log).
@@ -46,8 +48,15 @@ def _write(path: Path, frame) -> None:
 
 
 def _core(store: ReleaseStore, release_id: int, frame) -> dict[str, float]:
-    """The core's own time per step for one release."""
+    """The core's own wall time per step for one release, in one store session (as ``pipeline.release_next``)."""
     times = {}
+    with store.session():
+        _core_steps(store, release_id, frame, times)
+    return times
+
+
+def _core_steps(store: ReleaseStore, release_id: int, frame, times: dict) -> None:
+    """``_core``'s steps, timed into ``times``."""
     for name, step in (
         ("stage", lambda: pipeline.stage(store, release_id, frame)),
         ("candidate", lambda: pipeline.make_candidate(store, release_id)),
@@ -57,7 +66,6 @@ def _core(store: ReleaseStore, release_id: int, frame) -> dict[str, float]:
         start = time.perf_counter()
         step()
         times[name] = time.perf_counter() - start
-    return times
 
 
 def measure(releases: int = RELEASES) -> list[dict]:
@@ -78,7 +86,7 @@ def measure(releases: int = RELEASES) -> list[dict]:
         cursor = None
         for release_id, snapshot in enumerate(snapshots, 1):
             _write(folder / "data.duckdb", snapshot)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             tick = sensors.tick(defs, instance, "adult_source_changed", cursor)
             ticked = time.perf_counter() - start
             (request,) = tick.run_requests or []
@@ -87,10 +95,11 @@ def measure(releases: int = RELEASES) -> list[dict]:
                                             run_config=QUIET)
             assert result.success
             run = time.perf_counter() - run_start
-            latency = time.perf_counter() - start
+            latency, latency_cpu = time.perf_counter() - start, time.process_time() - cpu
             cursor = tick.cursor
             core = _core(core_store, release_id, snapshot)
             out.append({"release": release_id, "rows": len(snapshot), "tick": ticked, "run": run, "latency": latency,
+                        "latency cpu": latency_cpu,
                         **{f"core {k}": v for k, v in core.items()}, "core": sum(core.values())})
     return out
 
@@ -101,17 +110,18 @@ def main() -> None:
     except DatasetUnavailable as exc:
         skip("bench_dagster", str(exc))
         return
-    rows = [[m["release"], m["rows"], figure(m["tick"]), figure(m["run"]), figure(m["latency"]),
+    rows = [[m["release"], m["rows"], figure(m["tick"]), figure(m["run"]), figure(m["latency"]), figure(m["latency cpu"]),
              figure(m["core stage"]), figure(m["core candidate"]), figure(m["core judge"]),
              figure(m["core publish"]), figure(m["core"]), figure(m["run"] - m["core"]), ratio(m["run"], m["core"])]
             for m in measured]
     print_table(
         "Dagster on Adult: sensor-to-published latency and overhead per release (seconds)",
-        ["release", "rows", "sensor tick", "Dagster run", "latency", "core stage", "core candidate",
+        ["release", "rows", "sensor tick", "Dagster run", "latency", "latency CPU", "core stage", "core candidate",
          "core judge", "core publish", "core total", "overhead", "run / core"],
         rows,
-        note="latency = sensor tick + run (in-process, as launched by the daemon); overhead = Dagster run - core "
-        "total (Great Expectations, metadata, plot, event log, store re-reads). Target: latency <= 10 s.",
+        note="latency = sensor tick + run (in-process, as launched by the daemon), wall and CPU seconds; overhead = "
+        "Dagster run - core total (Great Expectations, metadata, history chart, event log, store re-reads); the "
+        "first release pays Great Expectations' import. Target: latency <= 10 s.",
     )
 
 

@@ -258,14 +258,9 @@ def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame
 
 
 def _held_back(store: ReleaseStore, release_id: int) -> pd.Series:
-    """The ids release ``release_id`` holds back: from its published state, else from its staged candidate's."""
-    if release_id in store.release_ids():
-        previous = store.previous(release_id + 1, "previous")
-        state = previous.state if previous is not None else {}
-    else:
-        state = store.staged_state(release_id)
-    frame = state.get(HELD_BACK)
-    return frame[store.spec.id] if frame is not None and len(frame) else pd.Series([], dtype=object)
+    """The ids release ``release_id`` holds back (its state ``HELD_BACK``, published or staged)."""
+    frame = store.state(release_id, HELD_BACK)
+    return frame[store.spec.id] if frame is not None else pd.Series([], dtype=object)
 
 
 def release_next(

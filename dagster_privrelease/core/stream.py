@@ -4,13 +4,19 @@ Xiao-Tao §5 (m-invariance): T(1) is a random sample of the table and the other 
 snapshot deletes r random rows of the previous one and inserts r rows drawn at random from the pool, each
 pool row used once (external updates). Li-Zhou §VI-A (m-Distinct) deletes and inserts different amounts (2,000
 and 5,000) and adds *internal updates*: surviving rows change their sensitive or QI values between releases.
+§VI-A's internal updates are two kinds: "in the span of [i, i+1]" every record's age grows by 1 and its marital
+status and education "update according to the specific semantic of each value" (``every_row``: ``increment``,
+``never_back``, ``not_lower``), while "the internal updates on sensitive values only randomly occurred on 5,000
+records" (``updates`` rows, ``update_columns``: ``within_sets``, uniform within the candidate update set).
 
-Everything is index arithmetic over numpy arrays; a snapshot is built with one ``take`` and one ``concat``.
+Everything is index arithmetic over numpy arrays; a snapshot is built with one ``take`` and one ``concat``, and
+an update rule is one vectorised draw over the rows it changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,14 +45,17 @@ def stream(
     update_fraction: float = 0.0,
     update_columns: Sequence[str] | Mapping[str, UpdateRule] | None = None,
     inserts: int | None = None,
+    updates: int | None = None,
+    every_row: Mapping[str, UpdateRule] | None = None,
 ) -> Iterator[pd.DataFrame]:
     """Yield ``releases`` snapshots: ``base`` first, then each one from the last by the papers' protocol.
 
     Snapshot j (j >= 2) is snapshot j-1 without ``r`` rows chosen uniformly at random (deletions), with
-    ``update_fraction`` of the surviving rows changed in ``update_columns`` (internal updates, Li-Zhou §VI-A),
-    and with ``inserts`` (default ``r``, Xiao-Tao §5) rows appended, taken uniformly at random from the rows of
-    ``pool`` not inserted yet. Survivors keep their order; inserted rows come last. Every yielded frame is a
-    new frame with a fresh index.
+    ``update_fraction`` of the surviving rows (or ``updates`` of them, at most all) changed in ``update_columns``
+    (internal updates, Li-Zhou §VI-A), every surviving row changed by the rules of ``every_row`` (applied after
+    ``update_columns``; Li-Zhou §VI-A's age + 1 and QI semantics), and with ``inserts`` (default ``r``, Xiao-Tao
+    §5) rows appended, taken uniformly at random from the rows of ``pool`` not inserted yet. Survivors keep their
+    order; inserted rows come last. Every yielded frame is a new frame with a fresh index.
 
     ``update_columns`` lists the columns to change, each updated row getting a different value of the column's
     domain (the distinct values of ``base`` and ``pool``) uniformly at random; or maps a column to a rule
@@ -56,9 +65,16 @@ def stream(
     Cost per snapshot: O(n) for the take/concat.
     """
     inserts = r if inserts is None else inserts
-    rules = _update_rules(base, pool, update_fraction, update_columns)
+    rules = _update_rules(base, pool, update_fraction if updates is None else float(updates > 0), update_columns)
+    if updates is not None and (updates < 0 or update_fraction):
+        raise ValueError(f"stream: give update_fraction or updates (>= 0), not both; got {update_fraction}, {updates}")
+    every = dict(every_row or {})
+    missing = [c for c in every if c not in base.columns]
+    if missing:
+        raise ValueError(f"stream: every_row column(s) {missing} are not columns of the snapshot")
     _check_volumes(len(base), len(pool), r, inserts, releases)
-    return _snapshots(base, pool, r, inserts, releases, rng, update_fraction, rules)
+    count = (lambda n: min(updates, n)) if updates is not None else (lambda n: round(update_fraction * n))
+    return _snapshots(base, pool, r, inserts, releases, rng, count, rules, every)
 
 
 def _snapshots(
@@ -68,8 +84,9 @@ def _snapshots(
     inserts: int,
     releases: int,
     rng: np.random.Generator,
-    update_fraction: float,
+    count: Callable[[int], int],
     rules: dict[str, UpdateRule],
+    every: dict[str, UpdateRule],
 ) -> Iterator[pd.DataFrame]:
     """The generator behind ``stream``, its arguments already checked."""
     if releases == 0:
@@ -80,7 +97,8 @@ def _snapshots(
     for j in range(1, releases):
         keep = np.sort(rng.permutation(len(current))[r:])
         survivors = current.iloc[keep].reset_index(drop=True)
-        survivors = _internal_updates(survivors, rules, update_fraction, rng)
+        survivors = _internal_updates(survivors, rules, count(len(survivors)), rng)
+        survivors = _internal_updates(survivors, every, len(survivors), rng, everyone=True)
         fresh = pool.iloc[order[(j - 1) * inserts : j * inserts]]
         current = pd.concat([survivors, fresh], ignore_index=True)
         yield current.copy()
@@ -141,19 +159,82 @@ def _another_value(current: pd.Series, pool: pd.Series | None) -> UpdateRule:
 
 
 def _internal_updates(
-    df: pd.DataFrame, rules: dict[str, UpdateRule], fraction: float, rng: np.random.Generator
+    df: pd.DataFrame, rules: dict[str, UpdateRule], count: int, rng: np.random.Generator, everyone: bool = False
 ) -> pd.DataFrame:
-    """``df`` (a fresh frame, changed in place) with ``round(fraction * len(df))`` random rows changed by every
-    rule."""
-    count = round(fraction * len(df))
+    """``df`` (a fresh frame, changed in place) with ``count`` random rows (every row when ``everyone``) changed by
+    every rule."""
     if not rules or count == 0:
         return df
-    rows = rng.choice(len(df), size=count, replace=False)
+    rows = np.arange(len(df)) if everyone else rng.choice(len(df), size=count, replace=False)
     for column, rule in rules.items():
         values = df[column].to_numpy(copy=True)
         values[rows] = rule(values[rows], rng)
         df[column] = values
     return df
+
+
+def increment(step: float = 1, cap: float | None = None) -> UpdateRule:
+    """The rule 'value + ``step``, at most ``cap``' (Li-Zhou §VI-A: "the age of each record will increase 1 till
+    reach 100"). O(rows)."""
+
+    def rule(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        grown = values + step
+        return grown if cap is None else np.minimum(grown, cap)
+
+    return rule
+
+
+def _uniform_among(allowed: np.ndarray, domain: Sequence[Any]) -> UpdateRule:
+    """The rule 'a value v' with ``allowed[a, v]`` (codes over ``domain``), uniformly among the allowed ones; a
+    value outside ``domain`` stays. One draw per row: a uniform rank among the row's allowed values, found in the
+    cumulative counts of its row of ``allowed``. O(rows · |domain|)."""
+    values_of = np.asarray(list(domain), dtype=object)
+    index = pd.Index(values_of)
+    ranks = np.cumsum(allowed, axis=1)
+
+    def rule(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        values = np.asarray(values)
+        code = index.get_indexer(values)
+        known = np.flatnonzero(code >= 0)
+        out = values.astype(object)
+        total = ranks[code[known], -1]
+        pick = np.floor(rng.random(len(known)) * total).astype(np.int64)  # 0..total-1
+        chosen = (ranks[code[known]] <= pick[:, None]).sum(axis=1)
+        out[known] = values_of[chosen]
+        return out if values.dtype == object else out.astype(values.dtype)
+
+    return rule
+
+
+def within_sets(update_sets: Mapping[Any, Sequence[Any]]) -> UpdateRule:
+    """The rule of Li-Zhou §VI-A's sensitive updates: a value a becomes a value of its candidate update set
+    CUS(a) (Def. 12; a itself included, "may stay the same ... with equal probabilities"), uniformly; a value
+    with no CUS stays. O(rows · V) over the V values named."""
+    domain = sorted({str(v) for a, targets in update_sets.items() for v in (a, *targets)})
+    at = {v: i for i, v in enumerate(domain)}
+    allowed = np.eye(len(domain), dtype=bool)
+    for a, targets in update_sets.items():
+        allowed[at[str(a)], [at[str(b)] for b in targets]] = True
+    return _uniform_among(allowed, domain)
+
+
+def never_back(domain: Sequence[Any], first: Any) -> UpdateRule:
+    """The rule of Li-Zhou §VI-A's marital status: a value other than ``first`` ("Never married") becomes any value
+    but ``first`` ("may update from married to any one in {married, divorced, separated, widowed} but can not
+    update to be never-married"), ``first`` becomes any value; uniformly, the value itself included."""
+    values = list(dict.fromkeys(domain))
+    allowed = np.ones((len(values), len(values)), dtype=bool)
+    if first in values:
+        f = values.index(first)
+        allowed[:, f] = False
+        allowed[f, f] = True
+    return _uniform_among(allowed, values)
+
+
+def not_lower(levels: Sequence[Any]) -> UpdateRule:
+    """The rule of Li-Zhou §VI-A's education: a level becomes a level not lower than itself ("may update from
+    bachelor to any education not lower than bachelor"), uniformly, itself included; ``levels`` lowest first."""
+    return _uniform_among(np.triu(np.ones((len(levels), len(levels)), dtype=bool)), levels)
 
 
 def changes(prev: pd.DataFrame, cur: pd.DataFrame, id: str) -> dict[str, int]:

@@ -8,7 +8,8 @@ order; a model without stages has none. All are partitioned by the table's dynam
 belong to its group and store through the ``ReleaseStoreResource``; none of them returns or logs a private frame,
 only counts.
 
-Each asset opens with ``Partition.of`` (store, keys, release id) and refuses (``Failure`` naming it) while its
+Each asset opens with ``partitions.step`` (its partition: store, keys, release id; one store session for the
+step) and refuses (``Failure`` naming it) while its
 predecessor is not staged (``snapshot``) or not published (the others). Publication is its own asset downstream
 of the candidate's blocking checks, so a failed check stops it and leaves ``published`` untouched.
 """
@@ -29,7 +30,7 @@ from ..storage import ReleaseStore, frame_digest
 from . import report
 from .checks import CHECKS
 from .expectations import validate_release
-from .partitions import Partition, refusals
+from .partitions import step
 from .sensors import ATTRIBUTES_TAG
 from .translator import ReleaseTable
 
@@ -68,8 +69,7 @@ def snapshot_asset(table: ReleaseTable) -> dg.AssetsDefinition:
     @_asset(table, "snapshot", "T(j): the source rows this release protects, captured until the release is "
             "published and never replaced afterwards.", source=True)
     def snapshot(context: AssetExecutionContext) -> dg.MaterializeResult:
-        with refusals(context, table):
-            part = Partition.of(context, table)
+        with step(context, table) as part:
             part.require_published()
             store, release_id = part.store, part.release_id
             source = getattr(context.resources, table.source)
@@ -94,8 +94,7 @@ def stage_asset(table: ReleaseTable, stage: Stage, upstream: dg.AssetKey) -> dg.
 
     @_asset(table, stage.name, stage.description, deps=[upstream])
     def model_stage(context: AssetExecutionContext) -> dg.MaterializeResult:
-        with refusals(context, table):
-            part = Partition.of(context, table)
+        with step(context, table) as part:
             part.require_published()
             frames = pipeline.prepare(part.store, part.release_id, stage.name)
         counts = {f"{name}/rows": len(frame) for name, frame in frames.items()}
@@ -111,8 +110,7 @@ def candidate_asset(table: ReleaseTable, deps: Sequence[dg.AssetKey]) -> dg.Asse
     @_asset(table, "release_candidate", "T*(j): the model's candidate release, staged privately until its checks "
             "pass.", deps=deps)
     def release_candidate(context: AssetExecutionContext) -> dg.MaterializeResult:
-        with refusals(context, table):
-            part = Partition.of(context, table)
+        with step(context, table) as part:
             part.require_published()
             attributes = context.run.tags.get(ATTRIBUTES_TAG)
             release = pipeline.make_candidate(part.store, part.release_id,
@@ -143,8 +141,7 @@ def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDef
     @_asset(table, "published_release", "The release as published: written in one transaction once every "
             "blocking check holds.", deps=[candidate])
     def published_release(context: AssetExecutionContext) -> dg.MaterializeResult:
-        with refusals(context, table):
-            part = Partition.of(context, table)
+        with step(context, table) as part:
             part.require_published()
             store = part.store
             reports = verdicts_of_run(context, candidate) or judge(store, part.release_id)
@@ -154,7 +151,8 @@ def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDef
                 failed = report.checks_passed(reports)
                 raise dg.Failure(description=f"{table.name} release {part.key}: {exc}", metadata=failed,
                                  allow_retries=False) from exc
-        return dg.MaterializeResult(metadata=report.release_metadata(outcome, reports, store.manifest()))
+            manifest = store.manifest()
+        return dg.MaterializeResult(metadata=report.release_metadata(outcome, reports, manifest))
 
     return published_release
 

@@ -19,7 +19,7 @@ from dagster import AssetCheckExecutionContext
 from .. import pipeline
 from ..core.judge.history import Report
 from .expectations import validate_release
-from .partitions import Partition, refusals
+from .partitions import step
 from .report import report_metadata
 from .translator import ReleaseTable
 
@@ -55,8 +55,7 @@ def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey) -> list[dg.As
         specs=specs, name=f"{table.name}_judge", required_resource_keys={table.store}, pool=table.pool
     )
     def judge_candidate(context: AssetCheckExecutionContext):
-        with refusals(context, table):
-            part = Partition.of(context, table)
+        with step(context, table) as part:
             reports = pipeline.judge(part.store, part.release_id)
         guarantees = [r for r in reports if r.summary.get("kind") != "attack"]
         attacks = [r for r in reports if r.summary.get("kind") == "attack"]
@@ -74,8 +73,7 @@ def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey) -> list[dg.As
         "values in the domain.",
     )
     def expectations(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        with refusals(context, table):
-            part = Partition.of(context, table)
+        with step(context, table) as part:
             candidate_release = part.store.candidate(part.release_id)
             snapshot = part.store.snapshot(part.release_id)
             spec = part.store.bound_spec(snapshot)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .. import pipeline
 from ..core import models
-from ..core.spec import load_spec
+from ..core.spec import Spec, load_spec
 from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
 from .assets import release_assets
@@ -55,7 +55,18 @@ def release_definitions(
     requests:   optional folder of release-request YAML files the request sensor turns into releases.
     translator: the names of the assets, group and pool (``ReleaseTranslator``, the default when None).
     """
-    spec = load_spec(spec_path)
+    return _definitions(load_spec(spec_path), spec_path, db_path, source, requests, translator)
+
+
+def _definitions(
+    spec: Spec,
+    spec_path: str | Path,
+    db_path: str | Path,
+    source: Source,
+    requests: str | Path | None = None,
+    translator: ReleaseTranslator | None = None,
+) -> dg.Definitions:
+    """``release_definitions`` for ``spec``, the spec at ``spec_path`` as already parsed."""
     table = ReleaseTable(spec.name, translator or ReleaseTranslator())
     assets = release_assets(table, models.descriptor(spec.model.name).stages)
     checks = candidate_checks(table, table.asset_key("release_candidate"))
@@ -106,12 +117,29 @@ def run_release(
     Nothing is published then, and nothing blocks the next call: a snapshot staged by a refused run is replaced
     by the next one with other rows. ``attributes`` restricts the published quasi-identifiers (a release
     request of the vertical models), as the request sensor's tag does.
+
+    The whole call is one session of the store (``StoreConnection.session``): the file is opened once and stays
+    locked until the release is published or refused, so another process releasing to it waits, then refuses
+    naming this one (``open_duckdb``), and every step of the run reads and writes through that one connection.
+    The spec is parsed here and once by the run (``ReleaseStoreResource.setup_for_execution``).
     """
-    defs = release_definitions(spec_path, db_path, FrameSource(snapshot_df))
     spec = load_spec(spec_path)
     pipeline.model_spec(spec, attributes)  # a bad attribute is refused before anything is staged
+    defs = _definitions(spec, spec_path, db_path, FrameSource(snapshot_df))
     store = ReleaseStore(db_path, spec)
-    instance = instance or dg.DagsterInstance.ephemeral()
+    with store.session():
+        return _run(defs, spec, store, snapshot_df, instance or dg.DagsterInstance.ephemeral(), attributes)
+
+
+def _run(
+    defs: dg.Definitions,
+    spec: Spec,
+    store: ReleaseStore,
+    snapshot_df: pd.DataFrame,
+    instance: dg.DagsterInstance,
+    attributes: Sequence[str] | None,
+) -> dict:
+    """``run_release``'s body, inside its session of ``store``."""
     name = f"{spec.name}_releases"
     last = pipeline.unchanged(store, snapshot_df, attributes)
     release_id = last if last is not None else pipeline.next_release_id(store)

@@ -4,7 +4,8 @@ One dynamic partition per release. Keys are zero-padded and increase, so they so
 table and a log position for a change log (positions have gaps), so a key's release id is its rank among the
 table's keys (``release_number``), and the release before it is the key just below it (``predecessor``).
 Dagster has no self-dependency for dynamic partitions, so a step refuses (``Partition.require``) while its
-predecessor is not far enough along.
+predecessor is not far enough along. Every step opens with ``step``: its refusals, its partition, and one store
+session for the step's whole body.
 """
 
 from __future__ import annotations
@@ -101,3 +102,15 @@ def refusals(context: AssetExecutionContext | AssetCheckExecutionContext, table:
             metadata={"refusal": type(exc).__name__},
             allow_retries=False,
         ) from exc
+
+
+@contextmanager
+def step(context: AssetExecutionContext | AssetCheckExecutionContext, table: ReleaseTable) -> Iterator[Partition]:
+    """What every asset and check of ``table`` opens with: the ``Partition`` it works on, inside ``refusals``, with
+    one session of the release store (``StoreConnection.session``) for the whole block, so a step opens the store
+    file once however many reads and writes it makes (and none when the run is already inside a session of the
+    file, as ``run_release``'s is). The store stays locked for the step, as for any of its transactions."""
+    with refusals(context, table):
+        part = Partition.of(context, table)
+        with part.store.session():
+            yield part

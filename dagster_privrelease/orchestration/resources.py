@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from ..core.spec import Spec, load_spec
 from ..storage import ReleaseStore, open_duckdb
@@ -26,9 +26,22 @@ class ReleaseStoreResource(dg.ConfigurableResource):
     )
     spec: str = Field(description="Path of the release spec (YAML) of this table.")
 
+    #: The spec as parsed when this run (or sensor tick) started (``setup_for_execution``); None outside one.
+    _loaded: Spec | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Parse the spec once for the run (or the sensor tick) about to use this resource: every step of the run
+        reads this one parse (``loaded_spec``), and an edited spec is read again by the next run."""
+        self._loaded = load_spec(self.spec)
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Forget the run's parse: the next run reads the spec file again."""
+        self._loaded = None
+
     def loaded_spec(self) -> Spec:
-        """The spec as written (unbound; the store binds it to the snapshots)."""
-        return load_spec(self.spec)
+        """The spec as written (unbound; the store binds it to the snapshots): the run's parse inside a run or
+        sensor tick, else read from the file now."""
+        return self._loaded if self._loaded is not None else load_spec(self.spec)
 
     def published_ids(self) -> list[int]:
         """The published release ids, read from ``published.manifest`` read-only and briefly (a sensor must not

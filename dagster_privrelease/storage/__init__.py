@@ -36,5 +36,7 @@ class ReleaseStore(StoreReader, StoreWriter):
     Release ids start at 1 and increase by 1; a release is staged (its snapshot), then a candidate is staged,
     then published. Each method opens the file for its own duration, so several processes can take turns
     (``retries`` and ``backoff``: how long a call waits for another process's lock, ``open_duckdb``), unless
-    called inside ``session()``, which keeps one connection open.
+    called inside a ``session()`` of the file, which keeps one connection open (and the file locked) for every
+    store object of that file in the thread: ``orchestration.run_release`` and the CLI's ``release`` hold one
+    for the whole release, each Dagster step one for its own body.
     """

@@ -3,14 +3,20 @@
 DuckDB lets one process write a file at a time: ``open_duckdb`` retries a locked file with exponential backoff,
 then fails with a message naming the file and the process holding it. The release store opens its file through
 it; so should any other reader of a DuckDB file that a writer may hold (the Dagster sources: a read-only open).
+
+A ``StoreConnection.session()`` keeps one read-write connection for a block, and every ``StoreConnection`` of the
+same file in the same thread uses it inside that block (``current_session``): a release run builds several store
+objects (the CLI's, ``run_release``'s, one per Dagster step) and opens the file once, not once per call.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
@@ -84,6 +90,29 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.commit()
 
 
+@dataclass
+class Session:
+    """The one read-write connection of a ``StoreConnection.session()`` block, shared by every store object of its
+    file in its thread. ``ready``: what has been checked on this connection and need not be again while it is open
+    (e.g. the store's schema against a spec, ``schema.StoreSchema._open``)."""
+
+    path: Path
+    con: duckdb.DuckDBPyConnection
+    ready: set[Hashable] = field(default_factory=set)
+
+
+#: The open sessions of this thread, by resolved file path (a DuckDB connection is not shared between threads).
+_SESSIONS = threading.local()
+
+
+def _sessions() -> dict[Path, Session]:
+    """This thread's open sessions by resolved path."""
+    found = getattr(_SESSIONS, "by_path", None)
+    if found is None:
+        found = _SESSIONS.by_path = {}
+    return found
+
+
 class StoreConnection:
     """The connections of one DuckDB file (``path``): one per call, or one shared by a ``session()``.
 
@@ -94,16 +123,22 @@ class StoreConnection:
         self.path = Path(path)
         self.retries = retries
         self.backoff = backoff
-        self._session: duckdb.DuckDBPyConnection | None = None
+        self._key = self.path.resolve()
+
+    def current_session(self) -> Session | None:
+        """The session open on this file in this thread (by this or any other ``StoreConnection`` of the same
+        file), or None."""
+        return _sessions().get(self._key)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection to the file, closed on exit; a locked file is retried, then StoreError (``open_duckdb``).
 
-        Inside ``session()`` the session's connection is given (and left open) instead.
+        Inside a ``session()`` of this file (in this thread) the session's connection is given, and left open.
         """
-        if self._session is not None:
-            yield self._session
+        session = self.current_session()
+        if session is not None:
+            yield session.con
             return
         con = open_duckdb(self.path, read_only, self.retries, self.backoff)
         try:
@@ -113,18 +148,22 @@ class StoreConnection:
 
     @contextmanager
     def session(self) -> Iterator[Self]:
-        """Keep one read-write connection open for every call made inside the block (opening the file costs
-        tens of milliseconds; a release makes a few dozen calls); yields ``self``. The file stays locked for the
-        block's duration. Nested sessions share the outer one."""
-        if self._session is not None:
+        """Keep one read-write connection open for every call made inside the block, by this object and by any
+        other ``StoreConnection`` of the same file in this thread (opening the file costs milliseconds and a
+        release makes a few dozen calls through several store objects); yields ``self``. The file stays locked
+        for the block's duration, so another process waits for it (``open_duckdb``), then refuses naming this
+        one. Nested sessions share the outermost one; the connection is closed when it ends. Cost: one open."""
+        if self.current_session() is not None:
             yield self
             return
-        with self.connect() as con:
-            self._session = con
-            try:
-                yield self
-            finally:
-                self._session = None
+        con = open_duckdb(self.path, False, self.retries, self.backoff)
+        sessions = _sessions()
+        sessions[self._key] = Session(self._key, con)
+        try:
+            yield self
+        finally:
+            del sessions[self._key]
+            con.close()
 
 
 def first_row(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -> tuple | None:

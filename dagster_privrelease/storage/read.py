@@ -135,6 +135,18 @@ class StoreReader(StoreSchema):
         with self._open() as con:
             return _states(con, "candidate_state_", release_id)
 
+    def state(self, release_id: int, name: str) -> pd.DataFrame | None:
+        """The private state frame ``name`` of release ``release_id`` (``Release.state``), without release_id: the
+        published one, else the one staged with its candidate; None when neither has rows. A scan of one or two
+        tables, whatever else the release keeps."""
+        with self._open() as con:
+            for prefix in ("state_", "candidate_state_"):
+                if table_exists(con, "private", prefix + name):
+                    frame = release_rows(con, f"private.{prefix}{name}", release_id)
+                    if len(frame):
+                        return frame
+        return None
+
     def history(self, upto: int | None = None, candidate: int | None = None, since: int = 1) -> History:
         """Published releases 1..``upto`` (default: all) with their snapshots, hosting groups and model state; with
         ``candidate=i`` (then ``upto`` defaults to i-1 and must be i-1), the staged candidate appended as release

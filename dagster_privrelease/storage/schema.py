@@ -89,11 +89,16 @@ class StoreSchema(StoreConnection):
 
     @contextmanager
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-write connection with the schema in place (created, and checked against the spec, on the first
-        call of this object)."""
+        """A read-write connection with the schema in place: created, and checked against the spec, on the first
+        call of this object, or once per ``session()`` for every store object of the same columns and roles (a
+        release run makes one store object per Dagster step)."""
         with self.connect() as con:
-            if not self._ready:
+            session = self.current_session()
+            key = ("schema", tuple(self._roles()))
+            if not self._ready and (session is None or key not in session.ready):
                 self._create(con)
+                if session is not None:
+                    session.ready.add(key)
             yield con
 
     @contextmanager

@@ -7,8 +7,18 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dagster_privrelease.core.stream import changes, split_base_pool, stream
+from dagster_privrelease.core.stream import (
+    changes,
+    increment,
+    never_back,
+    not_lower,
+    split_base_pool,
+    stream,
+    within_sets,
+)
 
 
 def table(n: int, start: int = 0) -> pd.DataFrame:
@@ -158,3 +168,71 @@ def test_changes_handles_nullable_and_categorical_columns():
                         "c": pd.Categorical(["a", "b", "a", "c"])})
     # 3: n 3 -> 4; 4: n null -> 5 and c b -> c (other categories); 2: nulls on both sides
     assert changes(prev, cur, "id") == {"inserts": 0, "deletes": 0, "updates": 2}
+
+
+# ------------------------------------------------------------------------------- Li-Zhou §VI-A's update rules
+
+LEVELS = ["primary", "middle", "high", "bachelor", "master", "doctorate"]
+MARITAL = ["Never married", "Married", "Divorced", "Widowed"]
+PARTITION = {"flu": ["flu", "cold"], "cold": ["flu", "cold"], "ulcer": ["ulcer"], "gastritis": ["gastritis", "ulcer"]}
+
+
+def _legal(rule_name: str, old: str, new: str) -> bool:
+    """The definitions, written out: Li-Zhou §VI-A's semantics of each attribute."""
+    if rule_name == "education":
+        return LEVELS.index(new) >= LEVELS.index(old)
+    if rule_name == "marital":
+        return old == "Never married" or new != "Never married"
+    return new in {old, *PARTITION.get(old, [])}
+
+
+RULES = {"education": (not_lower(LEVELS), LEVELS), "marital": (never_back(MARITAL, "Never married"), MARITAL),
+         "sensitive": (within_sets(PARTITION), sorted(PARTITION))}
+
+
+@settings(max_examples=50, deadline=None)
+@given(name=st.sampled_from(sorted(RULES)), picks=st.lists(st.integers(0, 5), min_size=1, max_size=40),
+       seed=st.integers(0, 2**32 - 1))
+def test_update_rules_only_make_legal_updates(name, picks, seed):
+    rule, domain = RULES[name]
+    old = np.array([domain[p % len(domain)] for p in picks], dtype=object)
+    new = rule(old, np.random.default_rng(seed))
+    assert len(new) == len(old) and all(_legal(name, a, b) for a, b in zip(old, new, strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_update_rules_draw_every_legal_value_uniformly(name):
+    """'may stay the same or change ... with equal probabilities' (§VI-A): 4,000 draws from each value hit each
+    legal value about equally often (within 5 standard errors)."""
+    rule, domain = RULES[name]
+    rng = np.random.default_rng(9)
+    for old in domain:
+        new = rule(np.array([old] * 4_000, dtype=object), rng)
+        legal = [v for v in domain if _legal(name, old, v)]
+        counts = pd.Series(new).value_counts()
+        assert set(counts.index) == set(legal)
+        p = 1 / len(legal)
+        assert (abs(counts / 4_000 - p) <= 5 * np.sqrt(p * (1 - p) / 4_000)).all()
+
+
+def test_a_value_outside_the_rule_stays_and_increment_caps():
+    assert list(not_lower(LEVELS)(np.array(["unknown"], dtype=object), np.random.default_rng(0))) == ["unknown"]
+    assert increment(1, cap=90)(np.array([5, 89, 90]), np.random.default_rng(0)).tolist() == [6, 90, 90]
+
+
+def test_li_zhou_protocol_updates_every_row_and_a_count_of_rows():
+    """§VI-A: every survivor ages by 1 (``every_row``), 'updates on sensitive values only randomly occurred on
+    5,000 records' (``updates``, here 40 of the survivors)."""
+    base, pool = table(200), table(200, start=1000)
+    always_other = {"disease": lambda v, rng: np.where(v == "flu", "bronchitis", "flu")}
+    first, second, third = stream(base, pool, r=20, inserts=30, releases=3, rng=np.random.default_rng(6), updates=40,
+                                  update_columns=always_other, every_row={"age": increment(1)})
+    for prev, cur in ((first, second), (second, third)):
+        both = prev.merge(cur, on="id", suffixes=("_prev", "_cur"))
+        assert len(both) == len(prev) - 20 and len(cur) == len(prev) + 10
+        assert (both["age_cur"] == both["age_prev"] + 1).all()
+        assert (both["disease_cur"] != both["disease_prev"]).sum() == 40
+    with pytest.raises(ValueError, match="give update_fraction or updates"):
+        stream(base, pool, 1, 2, np.random.default_rng(0), update_fraction=0.5, updates=3, update_columns=["sex"])
+    with pytest.raises(ValueError, match=r"every_row column\(s\) \['salary'\]"):
+        stream(base, pool, 1, 2, np.random.default_rng(0), every_row={"salary": increment()})

@@ -73,7 +73,7 @@ def test_two_releases_publish_with_metadata(tmp_path, spec_path, instance):
     for key in ("groups", "counterfeits", "LM", "NCP", "check/k_anonymity", "check/great_expectations"):
         assert isinstance(meta[key], int | float), key
     assert meta["check/k_anonymity"] == 1
-    assert "data:image/png;base64," in meta["report"]
+    assert "data:image/svg+xml;base64," in meta["report"]
     # what a data engineer reads: the plots first, the checks last; no figure twice; floats to 4 digits
     keys = list(meta)
     assert keys[:6] == ["rows (incl. counterfeits)", "genuine rows", "counterfeits", "LM", "NCP",
@@ -124,8 +124,9 @@ def test_failed_blocking_check_stops_publication(tmp_path, spec_path, instance):
     assert staged.success
     _tamper(tmp_path / "releases.duckdb", spec_path)
     candidate = dg.AssetKey(["patients", "release_candidate"])
+    nodes = [a for a in [*(defs.assets or []), *(defs.asset_checks or [])] if isinstance(a, dg.AssetsDefinition)]
     result = dg.materialize(
-        [*defs.assets, *defs.asset_checks],
+        nodes,
         selection=dg.AssetSelection.checks_for_assets(candidate)
         | dg.AssetSelection.assets(["patients", "published_release"]),
         partition_key="000001", instance=instance, resources=defs.resources, raise_on_error=False,

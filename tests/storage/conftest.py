@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,3 +76,18 @@ def published_rows(store: ReleaseStore) -> int:
     """The number of rows in published.release."""
     with store.connect() as con:
         return con.execute("SELECT count(*) FROM published.release").fetchall()[0][0]
+
+
+def probe(db: Path) -> str:
+    """Another process opening the store at ``db`` (one retry): "opened", or its refusal."""
+    code = textwrap.dedent(f"""
+        from dagster_privrelease.errors import StoreError
+        from dagster_privrelease.storage import open_duckdb
+        try:
+            open_duckdb({str(db)!r}, retries=1, backoff=0.01).close()
+            print("opened")
+        except StoreError as exc:
+            print(exc)
+    """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=True).stdout.strip()

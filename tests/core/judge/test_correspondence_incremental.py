@@ -6,7 +6,6 @@ n-1, round-tripped through Parquet as the store keeps it) against the complete h
 from __future__ import annotations
 
 import dataclasses
-import io
 import itertools
 from collections.abc import Callable
 
@@ -22,6 +21,7 @@ from dagster_privrelease.core.judge.history import Bound, History, IncompleteHis
 from dagster_privrelease.core.release import build_release
 
 from .test_fast_judge import SEEDS, VALUES, assert_same_report, random_spec
+from .windows import complete, parquet, window
 
 #: Hypothesis, derandomised (the same examples every run) and sized to keep this file fast.
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -73,27 +73,6 @@ def stream_history(seed: int, releases: int | None = None, inserts_only: bool | 
 # -- the window ----------------------------------------------------------------------------------------------------
 
 
-def window(history: History, last: int, memo: dict) -> History:
-    """Releases ``last - 1`` and ``last`` (``History.first``) with the memo of ``last - 1``, as ``pipeline.judge``
-    reads them from the store."""
-    first = max(1, last - 1)
-
-    def cut(frame):
-        return frame[frame["release_id"].between(first, last)].reset_index(drop=True)
-
-    assert history.snapshots is not None and history.hosting is not None
-    return dataclasses.replace(history, releases=cut(history.releases), counterfeits=cut(history.counterfeits),
-                               snapshots=cut(history.snapshots), hosting=cut(history.hosting), candidate_sets={},
-                               memo={k: v for k, v in memo.items() if k[1] == last - 1}, first=first)
-
-
-def parquet(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` after the store's round trip (``StoreWriter.save_judge_memo``)."""
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
-
-
 def release_by_release(history: History, run: Callable[[History], Report]) -> tuple[Report, dict]:
     """``run(window)`` for each release in turn, each window with the memo its predecessor recorded (through
     Parquet): the last report and the last memo."""
@@ -104,11 +83,6 @@ def release_by_release(history: History, run: Callable[[History], Report]) -> tu
         reports.append(run(step))
         memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
     return reports[-1], memo
-
-
-def complete(history: History) -> History:
-    """The complete history, judged from scratch (no memo, no kept candidate sets)."""
-    return dataclasses.replace(history, memo={}, candidate_sets={}, first=1)
 
 
 # -- references from the definitions -------------------------------------------------------------------------------

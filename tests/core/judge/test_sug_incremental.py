@@ -20,7 +20,7 @@ from dagster_privrelease.core.judge.history import Bound, History, IncompleteHis
 from dagster_privrelease.core.judge.verifiers import li_zhou
 
 from .test_fast_judge import SEEDS, VALUES, assert_same_report, naive_candidate_sets, random_history
-from .test_window import _parquet
+from .windows import complete, parquet, through_windows, window
 
 #: Fewer examples than the other judge tests: each example judges every release twice (window and complete).
 PROPERTY = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,35 +35,6 @@ def random_update_sets(seed: int) -> dict[str, list[str]]:
     for k in range(n):  # Warshall
         reach |= reach[:, [k]] & reach[[k], :]
     return {v: [VALUES[b] for b in np.flatnonzero(reach[a])] for a, v in enumerate(VALUES)}
-
-
-def window(history: History, last: int, memo: dict) -> History:
-    """Releases ``last - 1`` and ``last`` (``History.first``) and the memo of release ``last - 1``."""
-    first = max(1, last - 1)
-
-    def cut(frame):
-        return frame[frame["release_id"].between(first, last)].reset_index(drop=True)
-
-    assert history.snapshots is not None and history.hosting is not None
-    return dataclasses.replace(history, releases=cut(history.releases), counterfeits=cut(history.counterfeits),
-                               snapshots=cut(history.snapshots), hosting=cut(history.hosting), candidate_sets={},
-                               memo={k: v for k, v in memo.items() if k[1] == last - 1}, first=first)
-
-
-def through_windows(history: History, run):
-    """``run(window)`` for each release in turn, each window carrying its predecessor's memo (Parquet round trip):
-    the last release's result."""
-    memo: dict = {}
-    result = None
-    for j in history.release_ids:
-        step = window(history, j, memo)
-        result = run(step)
-        memo = {k: _parquet(v) for k, v in step.memo.items() if k[1] == j}
-    return result
-
-
-def complete(history: History) -> History:
-    return dataclasses.replace(history, memo={}, candidate_sets={}, first=1)
 
 
 # -- SUG: a naive reference from Defs. 10-11, eqs. 1-2 ---------------------------------------------------------------
@@ -153,7 +124,7 @@ def test_sug_through_the_window_equals_the_complete_history(seed, bound):
     history = random_history(seed)
     cus = random_update_sets(seed)
     expected = sug.sug_attack(complete(history), Bound(values=bound), update_sets=cus)
-    got = through_windows(history, lambda step: sug.sug_attack(step, Bound(values=bound), update_sets=cus))
+    got = through_windows(history, lambda step: sug.sug_attack(step, Bound(values=bound), update_sets=cus))[0]
     assert_same_report(got, expected)
 
 
@@ -175,7 +146,7 @@ def test_sug_through_the_window_reads_the_last_release_only(monkeypatch):
         step = window(history, j, memo)
         sug.sug_attack(step, Bound(values=2), update_sets=cus)
         assert asked == [j]
-        memo = {k: _parquet(v) for k, v in step.memo.items() if k[1] == j}
+        memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
 
 
 def test_sug_window_without_its_memo_or_under_other_update_sets_refuses():
@@ -275,7 +246,7 @@ def test_m_distinct_through_the_window_equals_the_complete_history(seed, strict)
     history = _drop_groups(random_history(seed), seed)
     cus = random_update_sets(seed)
     expected = li_zhou.m_distinct(complete(history), cus, m=2, strict=strict)
-    got = through_windows(history, lambda step: li_zhou.m_distinct(step, cus, m=2, strict=strict))
+    got = through_windows(history, lambda step: li_zhou.m_distinct(step, cus, m=2, strict=strict))[0]
     assert got is not None
     for a, b in zip(got, expected, strict=True):
         assert_same_report(a, b)
@@ -287,7 +258,7 @@ def test_the_model_s_verifiers_through_the_window_equal_the_complete_history(see
     """``verify_m_distinct_folded``: m-uniqueness, m-Distinct and the publisher-side checks, as the model runs them."""
     history = random_history(seed, model={"name": "m_distinct", "m": 2, "update_sets": random_update_sets(seed)})
     expected = li_zhou.verify_m_distinct_folded(complete(history))
-    got = through_windows(history, li_zhou.verify_m_distinct_folded)
+    got = through_windows(history, li_zhou.verify_m_distinct_folded)[0]
     assert got is not None
     assert [r.name for r in got] == ["m_uniqueness", "m_distinct", "counterfeit_accounting", "generalisation"]
     for a, b in zip(got, expected, strict=True):
@@ -312,4 +283,4 @@ def test_m_distinct_window_reads_no_earlier_release():
                 assert_same_report(x, y)
         else:
             li_zhou.m_distinct(step, cus, m=2)
-        memo = {k: _parquet(v) for k, v in step.memo.items() if k[1] == j}
+        memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}

@@ -7,10 +7,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dagster_privrelease.core.encoding import encode, sensitive_codes
 from dagster_privrelease.core.judge import utility
 from dagster_privrelease.core.spec import parse_spec
 from tests.fixtures import xiao_tao
+
+from .test_fast_judge import random_history
 
 
 def _spec():
@@ -129,3 +134,17 @@ def test_summarise_reports_the_manifest_figures():
     assert out["discernibility"] == 3 * 4 + 1 * 9 + 2 * 4 + 0  # groups of sizes 2, 2, 3, 2, 2, 2
     assert 0 < out["lm"] < 1 and not math.isnan(out["query_error"])
     assert math.isnan(utility.summarise(xiao_tao.table_3a(), xiao_tao.table_3b(), spec)["query_error"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.1, 0.5, 0.9]))
+def test_query_actual_counts_the_tuples_inside_every_range(seed, theta):
+    """``query_actual`` (distinct points with their multiplicity) against a loop over tuples and ranges."""
+    history = random_history(seed)
+    spec, snap = history.spec, history.snapshot(history.release_ids[-1])
+    names = tuple(spec.quasi_identifiers)
+    lo, hi = utility.random_queries(snap, spec, theta, 30, np.random.default_rng(seed), names)
+    points = np.column_stack([encode(snap, spec, names), sensitive_codes(snap, spec)])
+    expected = [sum(all(lo[q][k] <= p[k] <= hi[q][k] for k in range(points.shape[1])) for p in points)
+                for q in range(len(lo))]
+    assert utility.query_actual(snap, spec, lo, hi, names).tolist() == expected

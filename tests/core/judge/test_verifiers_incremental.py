@@ -7,7 +7,6 @@ judge's window (releases n-1 and n and the memo of n-1) against the complete his
 from __future__ import annotations
 
 import dataclasses
-import io
 import itertools
 from typing import cast
 
@@ -25,6 +24,7 @@ from dagster_privrelease.core.spec import BoundSpec
 from dagster_privrelease.errors import NotPublishable
 
 from .test_fast_judge import SEEDS, VALUES, assert_same_report, random_history, random_spec
+from .windows import parquet, window
 
 M = 2
 #: Fewer examples than ``test_fast_judge``'s: each runs several verifiers, release by release.
@@ -250,37 +250,13 @@ def test_the_models_own_histories_verify(seed):
 # -- through the window -----------------------------------------------------------------------------------------------
 
 
-def _parquet(frame: pd.DataFrame) -> pd.DataFrame:
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
-
-
-def window(history: History, last: int, memo: dict, scramble: bool = False) -> History:
-    """Releases ``last - 1`` and ``last`` with the memo of ``last - 1`` (as ``pipeline.judge`` reads them); with
-    ``scramble``, release ``last - 1``'s rows replaced by nonsense: what the fold must not read."""
-    first = max(1, last - 1)
-
-    def cut(frame: pd.DataFrame) -> pd.DataFrame:
-        frame = frame[frame["release_id"].between(first, last)].reset_index(drop=True)
-        if scramble and last > 2:
-            earlier = frame["release_id"] == last - 1
-            frame = frame[~earlier].reset_index(drop=True)
-        return frame
-
-    assert history.snapshots is not None and history.hosting is not None
-    return dataclasses.replace(history, releases=cut(history.releases), counterfeits=cut(history.counterfeits),
-                               snapshots=cut(history.snapshots), hosting=cut(history.hosting),
-                               memo={k: v for k, v in memo.items() if k[1] == last - 1}, first=first)
-
-
 def release_by_release(history: History, run, scramble: bool = False) -> list:
     memo: dict = {}
     reports: list = []
     for j in history.release_ids:
         step = window(history, j, memo, scramble)
         reports = run(step)
-        memo = {k: _parquet(v) for k, v in step.memo.items() if k[1] == j}
+        memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
     return reports
 
 

@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import io
 import itertools
 
 import numpy as np
@@ -31,6 +29,9 @@ from dagster_privrelease.core.judge.verifiers.shmueli_tassa import admits_world
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec, parse_spec, validate_snapshot
 from dagster_privrelease.pipeline import model_spec
+
+from .test_fast_judge import assert_same_report
+from .windows import complete, through_windows, window
 
 VALUES = ("v0", "v1", "v2")
 QIS = ("a", "b", "c")
@@ -109,63 +110,12 @@ def random_vertical_history(seed: int, people: int = 12, releases: int = 5, leav
 # ------------------------------------------------------------------------------------------------------ the window
 
 
-def _parquet(frame: pd.DataFrame) -> pd.DataFrame:
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
-
-
-def _upto(history: History, last: int, first: int, memo: dict) -> History:
-    """Releases ``first``..``last`` of ``history`` (states too) with the memo of release ``last - 1``."""
-
-    def cut(frame):
-        return frame[frame["release_id"].between(first, last)].reset_index(drop=True)
-
-    assert history.snapshots is not None
-    return dataclasses.replace(
-        history, releases=cut(history.releases), counterfeits=cut(history.counterfeits),
-        snapshots=cut(history.snapshots), hosting=None if history.hosting is None else cut(history.hosting),
-        states={k: cut(v) for k, v in history.states.items()}, candidate_sets={},
-        memo={k: v for k, v in memo.items() if k[1] == last - 1}, first=first,
-    )
-
-
-def through_windows(history: History, run) -> tuple[list, int]:
-    """``run`` on each release in turn as ``pipeline.judge`` does: the window (releases j-1 and j, the memo of
-    j-1 round-tripped through Parquet), or the complete history 1..j with that memo on ``IncompleteHistory``.
-    Returns the last release's reports and how many releases fell back."""
-    memo: dict = {}
-    reports: list = []
-    fallbacks = 0
-    ids = history.release_ids
-    for at, j in enumerate(ids):
-        step = _upto(history, j, ids[max(0, at - 1)], memo)
-        try:
-            reports = run(step)
-        except IncompleteHistory:
-            fallbacks += 1
-            step = _upto(history, j, ids[0], memo)
-            reports = run(step)
-        memo = {k: _parquet(v) for k, v in step.memo.items() if k[1] == j}
-    return reports, fallbacks
-
-
-def _complete(history: History) -> History:
-    return dataclasses.replace(history, memo={}, candidate_sets={}, first=1)
-
-
-def assert_same_report(a, b):
-    assert a.name == b.name and a.ok == b.ok and a.summary == b.summary
-    pd.testing.assert_frame_equal(a.violations.reset_index(drop=True), b.violations.reset_index(drop=True),
-                                  check_dtype=False)
-
-
 @PROPERTY
 @given(SEEDS, st.sampled_from(["join", "possible_worlds"]), st.integers(1, 4))
 def test_the_vertical_attacks_through_the_window_equal_the_complete_history(seed, attack, bound):
     history = random_vertical_history(seed)
     run = attacks.ATTACKS[attack]
-    expected = run(_complete(history), Bound(values=bound))
+    expected = run(complete(history), Bound(values=bound))
     (got,), fallbacks = through_windows(history, lambda step: [run(step, Bound(values=bound))])
     assert_same_report(got, expected)
     assert fallbacks <= 1  # once, when a second attribute set is first published
@@ -173,7 +123,7 @@ def test_the_vertical_attacks_through_the_window_equal_the_complete_history(seed
 
 def test_a_window_without_the_memo_falls_back_instead_of_guessing():
     history = random_vertical_history(11, people=10, releases=4, leave=False)
-    step = _upto(history, 4, 3, {})
+    step = window(history, 4, {}, first=3)
     for attack in (attacks.join_attack, attacks.possible_world_attack):
         try:
             attack(step)
@@ -187,12 +137,12 @@ def test_the_window_reads_only_two_releases_and_a_memo_of_one_row_per_individual
     history = random_vertical_history(5, people=12, releases=6)
     memo: dict = {}
     for j in history.release_ids:
-        step = _upto(history, j, max(1, j - 1), memo)
+        step = window(history, j, memo)
         try:
             attacks.join_attack(step)
             attacks.possible_world_attack(step)
         except IncompleteHistory:
-            step = _upto(history, j, 1, memo)
+            step = window(history, j, memo, first=1)
             attacks.join_attack(step)
             attacks.possible_world_attack(step)
         memo = {k: v for k, v in step.memo.items() if k[1] == j}
@@ -377,8 +327,8 @@ def model_history(seed: int, releases: int = 5, l: int = 2) -> History:  # noqa:
 @given(SEEDS, st.integers(2, 3))
 def test_the_models_verifiers_and_attacks_through_the_window_equal_the_complete_history(seed, l):  # noqa: E741
     history = model_history(seed, l=l)
-    expected = models.verify_history(_complete(history)) + models.attack_history(
-        _complete(history), ["join", "possible_worlds"])
+    expected = models.verify_history(complete(history)) + models.attack_history(
+        complete(history), ["join", "possible_worlds"])
     got, _ = through_windows(history, lambda step: models.verify_history(step) + models.attack_history(
         step, ["join", "possible_worlds"]))
     assert [r.name for r in got] == [r.name for r in expected]

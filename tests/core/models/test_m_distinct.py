@@ -458,3 +458,127 @@ def test_stream_rule_keeps_within_cus():
     for before, after in itertools.pairwise(snapshots):
         both = before.merge(after, on="pid", suffixes=("_0", "_1"))
         assert all(b in CHAIN[a] for a, b in zip(both["s_0"], both["s_1"], strict=True))
+
+
+# ------------------------------------------------------------------ fast paths against naive references (§V)
+
+
+def _naive_crowded(at: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+    """From the definition: cut k of node i along QI q is crowded when a value is in the first k ranks of the
+    entries more than k times, or in the ranks k.. more than δ_i - k times."""
+    N, d, _s, D = at.shape
+    out = np.zeros((N, d, max(D - 1, 0)), dtype=bool)
+    for i, q, k in itertools.product(range(N), range(d), range(1, D)):
+        left, right = at[i, q, :, :k].ravel(), at[i, q, :, k:].ravel()
+        worst_left = np.bincount(left[left >= 0]).max(initial=0)
+        worst_right = np.bincount(right[right >= 0]).max(initial=0)
+        out[i, q, k - 1] = worst_left > k or worst_right > deltas[i] - k
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_crowded_cuts_match_the_definition(data):
+    N, d, s, V = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)),
+                  data.draw(st.integers(1, 4)))
+    deltas = np.array(data.draw(st.lists(st.integers(1, 6), min_size=N, max_size=N)))
+    D = int(deltas.max())
+    at = np.array(data.draw(st.lists(st.integers(-1, V - 1), min_size=N * d * s * D, max_size=N * d * s * D)))
+    at = at.reshape(N, d, s, D)
+    at[np.broadcast_to(np.arange(D) >= deltas[:, None, None, None], at.shape)] = -1  # the pads hold no value
+    real = np.broadcast_to(np.arange(1, D) < deltas[:, None, None], (N, d, D - 1))  # the cuts of each node
+    np.testing.assert_array_equal(md._crowded_cuts(at, deltas, V)[real], _naive_crowded(at, deltas)[real])
+
+
+def _naive_cut(X: np.ndarray, entry: np.ndarray, value: np.ndarray, node: np.ndarray, s: int):
+    """eq. 4 from its definition for one node: along each QI, the first k rows of every entry (by the QI, open
+    counterfeits first, ties in node order) go left; among the cuts whose children are not crowded, the least
+    s·(k·Σ l_left/I + (δ-k)·Σ l_right/I), ties to the most even cut, then the first QI and k."""
+    delta, d = len(node) // s, X.shape[1]
+    full = np.nan_to_num(np.fmax.reduce(X[node], axis=0) - np.fmin.reduce(X[node], axis=0))
+    full = np.where(full > 0, full, np.inf)
+    best, chosen = None, None
+    for q in range(d):
+        ranked = []
+        for e in range(s):
+            rows = node[entry[node] == e]
+            key = np.nan_to_num(X[rows, q], nan=-np.inf)
+            ranked.append(rows[np.argsort(key, kind="stable")])
+        R = np.stack(ranked)
+        for k in range(1, delta):
+            left, right = R[:, :k].ravel(), R[:, k:].ravel()
+            lv, rv = value[left], value[right]
+            if (np.bincount(lv[lv >= 0]).max(initial=0) > k
+                    or np.bincount(rv[rv >= 0]).max(initial=0) > delta - k):
+                continue
+
+            def extent(rows):
+                with np.errstate(all="ignore"):
+                    return np.nan_to_num(np.fmax.reduce(X[rows], axis=0) - np.fmin.reduce(X[rows], axis=0))
+
+            score = s * (k * (extent(left) / full).sum() + (delta - k) * (extent(right) / full).sum())
+            rank = (score, abs(2 * k - delta))
+            if best is None or rank[0] < best[0] - 1e-9 * (1 + best[0]) or (
+                    abs(rank[0] - best[0]) <= 1e-9 * (1 + best[0]) and rank[1] < best[1]):
+                best, chosen = rank, (left, right)
+    return chosen
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_batched_eq4_cuts_match_each_node_alone_and_the_definition(data):
+    """Nodes of different δ padded into one batch get the cut each gets from eq. 4's definition."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    s, d, V = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), 5
+    deltas = data.draw(st.lists(st.integers(2, 7), min_size=1, max_size=4))
+    nodes, entries, values, rows = [], [], [], 0
+    for delta in deltas:
+        nodes.append(rows + rng.permutation(delta * s))
+        entries.append(np.tile(np.arange(s), delta))
+        # a value per row, at most δ of each, some open counterfeits (-1)
+        values.append(np.where(rng.random(delta * s) < 0.2, -1, rng.permutation(np.arange(delta * s) % V)))
+        rows += delta * s
+    entry, value = np.concatenate(entries), np.concatenate(values)
+    X = rng.integers(0, 4, size=(rows, d)).astype(np.float64)
+    X[value < 0] = np.nan
+    Xa, va = np.vstack([X, np.full((1, d), np.nan)]), np.r_[value, -1]
+    batch = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
+    for node, cut in zip(nodes, batch, strict=True):
+        alone = md._best_overlapping_cuts(Xa, entry, va, [node], s, V)[0]
+        naive = _naive_cut(X, entry, value, node, s)
+        for got in (cut, alone):
+            assert (got is None) == (naive is None)
+            if got is not None and naive is not None:
+                np.testing.assert_array_equal(np.sort(got[0]), np.sort(naive[0]))
+                np.testing.assert_array_equal(np.sort(got[1]), np.sort(naive[1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_copies_are_filled_as_one_record_at_a_time_would(data):
+    """Algorithm 3 for records whose entries are copies of one CUS: each to the copy with the fewest records, the
+    first on ties, one after another (the loop below); ``_fill_copies`` does it by one sort per class."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    B, s, n = 2, 6, data.draw(st.integers(1, 40))
+    classes = [np.array([0, 1, 2]), np.array([3]), np.array([4, 5])]  # a bucket's copies of each CUS: disjoint
+    kind = rng.integers(0, len(classes), size=n)
+    bucket_of = rng.integers(0, B, size=n)
+    pair_entries = [classes[k] for k in kind]
+    lengths = np.array([len(p) for p in pair_entries])
+    starts = np.cumsum(lengths) - lengths
+    entry = np.concatenate(pair_entries)
+    bucket = np.repeat(bucket_of, lengths)
+    start_cnt = rng.integers(0, 3, size=(B, s))
+    records = np.flatnonzero(lengths > 1)
+    class_id = bucket_of * 10 + kind  # a class: one bucket, one set of copies
+    cnt, out_b, out_e = start_cnt.copy(), np.full(n, -1), np.full(n, -1)
+    md._fill_copies(records, class_id[records], bucket, entry, starts, lengths, cnt, out_b, out_e)
+    ref_cnt, ref_b, ref_e = start_cnt.copy(), np.full(n, -1), np.full(n, -1)
+    for t in records.tolist():
+        b, ce = bucket[starts[t]], entry[starts[t]: starts[t] + lengths[t]]
+        e = ce[np.argmin(ref_cnt[b, ce])]
+        ref_b[t], ref_e[t] = b, e
+        ref_cnt[b, e] += 1
+    np.testing.assert_array_equal(out_b, ref_b)
+    np.testing.assert_array_equal(out_e, ref_e)
+    np.testing.assert_array_equal(cnt, ref_cnt)

@@ -6,6 +6,7 @@ the intersection attack (core.judge.attacks), never by re-running the model.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ from dagster_privrelease.core.judge.verifiers import single as verify
 from dagster_privrelease.core.models import m_invariance as mi
 from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
-from dagster_privrelease.core.spec import Model, Spec, parse_spec, validate_snapshot
+from dagster_privrelease.core.spec import BoundSpec, Model, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
 from tests.fixtures import xiao_tao as xt
 
@@ -284,15 +285,22 @@ def test_split_places_counterfeits_first_and_ignores_them_in_extents():
     assert groups[0] == groups[1] and groups[2] == groups[3]
 
 
-def _reference_split(X: np.ndarray, values: np.ndarray) -> set[frozenset[int]]:
+def _reference_split(X: np.ndarray, values: np.ndarray, relative: bool = False) -> set[frozenset[int]]:
     """§4.3 on one balanced bucket, one node and one candidate cut at a time: the oracle for ``split``'s
     vectorised levels. A cut takes the first k of every value's list sorted along one QI (counterfeits first,
     ties by row), at the least perimeter sum s·(k·Σ l(B1) + (c - k)·Σ l(B2)); among costs equal up to 1e-9 the
-    most balanced k, then the smallest; for one k the first QI reaching its least cost."""
+    most balanced k, then the smallest; for one k the first QI reaching its least cost. ``relative``: each extent
+    over the node's own extent on that QI (Li-Zhou eq. 4; a QI on which the node is flat counts 0)."""
+    node_extent = np.ones(X.shape[1])
 
     def perimeter(rows: list[int]) -> float:
         genuine = X[rows][~np.isnan(X[rows, 0])]
-        return float(sum(np.ptp(genuine[:, i]) for i in range(X.shape[1]))) if len(genuine) else 0.0
+        if not len(genuine):
+            return 0.0
+        total = 0.0
+        for i in range(X.shape[1]):
+            total += float(np.ptp(genuine[:, i])) / node_extent[i] if node_extent[i] > 0 else 0.0
+        return total
 
     groups: set[frozenset[int]] = set()
 
@@ -303,6 +311,8 @@ def _reference_split(X: np.ndarray, values: np.ndarray) -> set[frozenset[int]]:
             groups.add(frozenset(rows))
             return
         best: dict[int, tuple[float, list[list[int]]]] = {}
+        genuine = X[rows][~np.isnan(X[rows, 0])]
+        node_extent[:] = np.ptp(genuine, axis=0) if relative and len(genuine) else (0.0 if relative else 1.0)
         for i in range(X.shape[1]):
             column = np.nan_to_num(X[:, i], nan=-1.0)  # a counterfeit sorts first
             lists = [sorted((r for r in rows if values[r] == v), key=lambda r: (column[r], r)) for v in vals]
@@ -338,18 +348,63 @@ def _partition(groups: np.ndarray) -> set[frozenset[int]]:
     return {frozenset(np.flatnonzero(groups == g).tolist()) for g in np.unique(groups)}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("relative", [False, True])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 3).flatmap(lambda d: st.lists(balanced_bucket(d), min_size=1, max_size=3)))
-def test_split_cuts_as_the_one_cut_at_a_time_reference(buckets):
-    """Several buckets (of different signature sizes) split at once: each as the reference splits it alone."""
+def test_split_cuts_as_the_one_cut_at_a_time_reference(relative, buckets):
+    """Several buckets (of different signature sizes) split at once: each as the reference splits it alone; with
+    ``relative`` (Li-Zhou eq. 4, m-Distinct's split) every extent over the node's own extent per QI."""
     X = np.vstack([bx for bx, _ in buckets])
     values = np.concatenate([bv for _, bv in buckets])
     bucket = np.repeat(np.arange(len(buckets)), [len(bv) for _, bv in buckets])
     expected, offset = set(), 0
     for bx, bv in buckets:
-        expected |= {frozenset(r + offset for r in g) for g in _reference_split(bx, bv)}
+        expected |= {frozenset(r + offset for r in g) for g in _reference_split(bx, bv, relative=relative)}
         offset += len(bv)
-    assert _partition(mi.split(X, values, bucket)) == expected
+    assert _partition(mi.split(X, values, bucket, relative=relative)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda d: st.tuples(
+    st.lists(st.lists(st.integers(0, 5), min_size=d, max_size=d), min_size=1, max_size=30),
+    st.lists(st.booleans(), min_size=d, max_size=d), st.integers(0, 4))))
+def test_normalised_is_min_shifted_over_widths_then_counterfeit_rows(case):
+    """``normalised``: a numeric QI minus the snapshot's minimum, a categorical rank as it is, each over its width
+    (a zero width counts 1), then one row of NaN per counterfeit: the reference computed column by column."""
+    rows, numeric, fakes = case
+    X = np.array(rows, dtype=np.float64)
+    widths = np.arange(X.shape[1], dtype=np.float64)  # a zero width on the first QI
+    names = [f"q{i}" for i in range(X.shape[1])]
+    base = xt.spec()
+    qi = next(iter(base.quasi_identifiers.values()))
+    spec = cast(BoundSpec, dataclasses.replace(base, quasi_identifiers={
+        n: dataclasses.replace(qi, name=n, type="numeric" if numeric[i] else "categorical")
+        for i, n in enumerate(names)}))
+    expected = np.full((len(X) + fakes, X.shape[1]), np.nan)
+    for i in range(X.shape[1]):
+        low = X[:, i].min() if numeric[i] else 0.0
+        expected[: len(X), i] = (X[:, i] - low) / (widths[i] if widths[i] > 0 else 1.0)
+    got = mi.normalised(X, spec, widths, counterfeits=fakes)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(mi.normalised(X, spec, widths), expected[: len(X)])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda d: st.lists(st.tuples(
+    st.lists(st.integers(0, 4), min_size=d, max_size=d), st.integers(0, 5)), min_size=1, max_size=40)),
+    st.lists(st.integers(0, 40), max_size=5))
+def test_number_groups_orders_groups_by_lower_corner(rows, fakes):
+    """``number_groups``: ids 1..g in lexicographic order of each group's lower corner (the minimum of each QI over
+    its tuples), ties by the old id, the same id for a counterfeit of that group: the reference sorts the corners."""
+    X = np.array([r for r, _ in rows], dtype=np.float64)
+    _, groups = np.unique([g for _, g in rows], return_inverse=True)
+    groups = groups.reshape(-1)
+    fake_groups = np.array([f % (groups.max() + 1) for f in fakes], dtype=np.int64)
+    corners = {g: tuple(X[groups == g].min(axis=0).tolist()) for g in range(groups.max() + 1)}
+    new_id = {g: i + 1 for i, g in enumerate(sorted(corners, key=lambda g: (corners[g], g)))}
+    got, got_fakes = mi.number_groups(X, groups, fake_groups)
+    assert got.tolist() == [new_id[g] for g in groups.tolist()]
+    assert got_fakes.tolist() == [new_id[g] for g in fake_groups.tolist()]
 
 
 def test_split_of_a_qi_with_hundreds_of_values_cuts_as_the_reference():

@@ -22,7 +22,7 @@ from ...grouping import bitsets, describe, group_or, popcount, unpack_bits
 from ..history import History, Report
 from ..report import concat_violations, group_violations, verifier_report
 from .single import State, fold_releases, m_uniqueness_of
-from .xiao_tao import Hosted, publisher_side
+from .xiao_tao import Hosted, publisher_side, stack_appearances
 
 #: The rules of Def. 14 (legal update instance) and of m-Distinct' (§IV-B), as the violations name them.
 RULES = (
@@ -137,36 +137,10 @@ def _appearances(
     bits) against each record's last appearance in the earlier releases (``last_seen``), and the last
     appearances after it (``m_distinct_step``). A hosting row is compared with the record's previous hosting row
     when both groups are published. O(n_j log n_j + individuals seen x words + pairs of signatures)."""
-    spec, host = hosted.spec, hosted.hosting
-    ident, words = spec.id, sig.shape[1]
-    columns = [f"w{w}" for w in range(words)]
-    before = last_seen if last_seen is not None else pd.DataFrame({
-        ident: host[ident].iloc[:0], "release_id": np.zeros(0, np.int64), "group_id": np.zeros(0, np.int64),
-        "published": np.zeros(0, bool), "size": np.zeros(0, np.int64), **{c: np.zeros(0, np.uint64) for c in columns}})
-    kept = [c for c in before.columns if c.startswith("w") and c[1:].isdigit()]
-    old_bits = np.zeros((len(before), words), dtype=np.uint64)
-    old_bits[:, : len(kept)] = before[kept].to_numpy(np.uint64)
-    group = hosted.host_group
-    found = group >= 0
-    at = np.maximum(group, 0)
-    size_of = hosted.groups["size"].to_numpy(np.int64)
-    P = len(before)
-    bits = np.vstack([old_bits, np.where(found[:, None], sig[at], np.uint64(0))])
-    size = np.concatenate([before["size"].to_numpy(np.int64), np.where(found, size_of[at], 0)])
-    published = np.concatenate([before["published"].to_numpy(bool), found])
-    release = np.concatenate([before["release_id"].to_numpy(np.int64), host["release_id"].to_numpy(np.int64)])
-    group_id = np.concatenate([before["group_id"].to_numpy(np.int64),
-                               np.where(found, hosted.groups["group_id"].to_numpy()[at], -1).astype(np.int64)])
-    people = pd.concat([before[ident], host[ident]], ignore_index=True)
-    person = pd.factorize(people)[0]
-    order = np.argsort(person, kind="stable")  # a record's last appearance, then this release's, in order
-    same = person[order][1:] == person[order][:-1]
-    previous = np.full(len(person), -1, dtype=np.int64)
-    previous[order[1:][same]] = order[:-1][same]
-    now = P + np.arange(len(host))
-    prev = previous[now]
-    pair = (prev >= 0) & found & published[np.maximum(prev, 0)]
-    rows, prev = now[pair], prev[pair]
+    host, ident = hosted.hosting, hosted.spec.id
+    seen = stack_appearances(hosted, last_seen, sig, {"size": hosted.groups["size"].to_numpy(np.int64)})
+    bits, size, P, release, group_id = seen.bits, seen.extra["size"], seen.P, seen.release, seen.group_id
+    rows, prev = seen.rows, seen.prev
     failed = legal_update_failures(bits[prev], size[prev], bits[rows], size[rows], cus, width=len(vocabulary))
     parts = []
     for rule, bad in zip(RULES, failed, strict=True):
@@ -178,7 +152,7 @@ def _appearances(
             "previous_values": describe(bits[p], vocabulary), "rule": rule,
         }))
     if strict:
-        first = np.unique(group[(previous[now] < 0) & found])
+        first = np.unique(hosted.host_group[seen.first])
         rows_cus = cus[hosted.codes]
         total = np.bincount(hosted.row_group, weights=popcount(rows_cus), minlength=len(sig)).astype(np.int64)
         union = group_or(hosted.row_group, rows_cus, len(sig))
@@ -187,12 +161,8 @@ def _appearances(
         parts.append(group_violations(hosted.groups, overlap, STRICT_RULE,
                                       (f"values {d}" for d in describe(sig[overlap], vocabulary))))
     parts.append(hosted.unpublished())
-    last = order[np.r_[~same, True]] if len(order) else order
-    after = pd.DataFrame({ident: people.to_numpy()[last], "release_id": release[last], "group_id": group_id[last],
-                          "published": published[last], "size": size[last],
-                          **{c: bits[last, w] for w, c in enumerate(columns)}})
-    report = verifier_report("m_distinct", concat_violations(parts), m=m, strict=strict, republished=int(pair.sum()))
-    return report, after
+    report = verifier_report("m_distinct", concat_violations(parts), m=m, strict=strict, republished=len(rows))
+    return report, seen.state(ident)
 
 
 def legal_update_failures(

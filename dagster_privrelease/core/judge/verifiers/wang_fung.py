@@ -18,6 +18,10 @@ from ....errors import SpecError
 from ..history import Report
 from ..report import verifier_report
 
+#: The optional column of a table given as value counts (e.g. the judge's memo of an earlier release): how many
+#: rows of the release hold that row's values. Without it every row counts once.
+WEIGHT = "__rows__"
+
 #: A semantic inconsistency (Wang-Fung §3.3): ``(attribute of T1, value, attribute of T2, value)``; the two values
 #: and all their specialisations never describe the same record.
 Inconsistency = tuple[str, str, str, str]
@@ -71,6 +75,18 @@ def _references(names: Iterable[str], current: pd.DataFrame, previous: pd.DataFr
     return out
 
 
+def _partitions(table: pd.DataFrame, keep: list[str], name: str) -> pd.DataFrame:
+    """Tree1 / Tree2 of §5.3: the distinct values of ``table`` on ``keep`` (as text) and their rows in ``name``;
+    a table given as value counts (a ``WEIGHT`` column) adds its counts. O(rows)."""
+    text = table[keep].astype(str)
+    weights = table[WEIGHT].to_numpy(np.int64) if WEIGHT in table.columns else np.ones(len(table), np.int64)
+    if not keep:  # the table holds none of X, Y and the join attributes: one partition of every row
+        return pd.DataFrame({name: [int(weights.sum())]})
+    if WEIGHT not in table.columns:
+        return text.value_counts().rename(name).reset_index()
+    return text.assign(**{name: weights}).groupby(keep, sort=False)[name].sum().reset_index()
+
+
 def join_statistics(
     current: pd.DataFrame,
     previous: pd.DataFrame,
@@ -93,21 +109,20 @@ def join_statistics(
     are matched once, and each matching partition pair (P1, P2) contributes ``|P1| x |P2|`` records. Columns:
     ``T1.A`` / ``T2.A`` references (see ``_references``).
     ``join_on``: the common attributes (default: every column name in both tables except ``release_id``,
-    ``group_id`` and bound columns). O(n1 + n2 + J1 x J2 x attributes + join partitions), J the distinct join
-    values of each side.
+    ``group_id``, ``WEIGHT`` and bound columns). Either table may be given as value counts (``WEIGHT``).
+    O(n1 + n2 + J1 x J2 x attributes + join partitions), J the distinct join values of each side.
     """
     taxonomies = taxonomies or {}
     inconsistent = list(inconsistent)
     common = list(join_on) if join_on is not None else [
-        c for c in current.columns if c in previous.columns and c not in ("release_id", "group_id")
+        c for c in current.columns if c in previous.columns and c not in ("release_id", "group_id", WEIGHT)
         and not c.endswith(("__lo", "__hi"))]
     j1 = list(dict.fromkeys([*common, *(r[0] for r in inconsistent)]))
     j2 = list(dict.fromkeys([*common, *(r[2] for r in inconsistent)]))
     xs, ys = _references(x, current, previous), _references(y, current, previous)
     keep1 = list(dict.fromkeys([r[3:] for r in xs + ys if r.startswith("T1.")] + j1))
     keep2 = list(dict.fromkeys([r[3:] for r in xs + ys if r.startswith("T2.")] + j2))
-    p1 = current[keep1].astype(str).value_counts().rename("n1").reset_index()
-    p2 = previous[keep2].astype(str).value_counts().rename("n2").reset_index()
+    p1, p2 = _partitions(current, keep1, "n1"), _partitions(previous, keep2, "n2")
     p1["j1"] = p1.groupby(j1, sort=False).ngroup() if j1 else 0
     p2["j2"] = p2.groupby(j2, sort=False).ngroup() if j2 else 0
     t1 = p1.drop_duplicates("j1")[["j1", *j1]].reset_index(drop=True)

@@ -16,6 +16,7 @@ seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -143,60 +144,106 @@ def m_invariance_step(part: History, state: State, m: int, publisher: bool = Tru
     return reports, {"individuals": individuals, "vocabulary": pd.DataFrame({"value": indexed.vocabulary})}
 
 
-def _appearances(hosted: Hosted, last_seen: pd.DataFrame | None, m: int) -> tuple[Report, pd.DataFrame]:
-    """The m-invariance report of one release (``hosted``: that release alone) against ``last_seen``, each
-    individual's last appearance in the earlier releases (``m_invariance_step``; None before release 1), and the
-    last appearances after it. A hosting row is compared with the individual's previous hosting row (the same release's, for a
-    tuple hosted twice) when both groups are published (Lemma 4). O(n_j log n_j + individuals seen)."""
-    spec, host, sig = hosted.spec, hosted.hosting, hosted.signatures
-    ident, words = spec.id, hosted.signatures.shape[1]
-    columns = [f"w{w}" for w in range(words)]
-    before = last_seen
-    if before is None:
-        before = pd.DataFrame({ident: host[ident].iloc[:0], "release_id": np.zeros(0, np.int64),
-                               "group_id": np.zeros(0, np.int64), "published": np.zeros(0, bool),
-                               **{c: np.zeros(0, np.uint64) for c in columns}})
-    known = [c for c in before.columns if c[:1] == "w" and c[1:].isdigit() and c != ident]
+@dataclass
+class Appearances:
+    """Each individual's last appearance before release j (rows 0..P-1, the fold's state) stacked with release
+    j's hosting rows (rows P..), as ``stack_appearances`` builds them for the m-invariance and m-Distinct folds.
+
+    people, release, group_id, published, bits (its group's values as uint64 words), extra (per-row columns the
+    state keeps, e.g. the group's size); rows, prev: the pairs (a hosting row of release j, the individual's
+    previous appearance) where both groups are published (Lemma 4's comparison); first: release j's hosting rows
+    with no earlier appearance; last: each individual's last appearance after release j.
+    """
+
+    P: int
+    people: pd.Series
+    release: np.ndarray
+    group_id: np.ndarray
+    published: np.ndarray
+    bits: np.ndarray
+    extra: dict[str, np.ndarray]
+    rows: np.ndarray
+    prev: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+    def state(self, ident: str) -> pd.DataFrame:
+        """The fold's state after release j: each individual's last appearance (``ident``, ``release_id``,
+        ``group_id``, ``published``, the extra columns, ``w0..``)."""
+        last = self.last
+        return pd.DataFrame({ident: self.people.to_numpy()[last], "release_id": self.release[last],
+                             "group_id": self.group_id[last], "published": self.published[last],
+                             **{name: values[last] for name, values in self.extra.items()},
+                             **{f"w{w}": self.bits[last, w] for w in range(self.bits.shape[1])}})
+
+
+def stack_appearances(hosted: Hosted, last_seen: pd.DataFrame | None, sig: np.ndarray,
+                      extra: dict[str, np.ndarray] | None = None) -> Appearances:
+    """``Appearances`` of release j (``hosted``: that release alone; ``sig``: its groups' values as words) after
+    the earlier releases' last appearances ``last_seen`` (None before release 1; narrower words are widened);
+    ``extra``: per-group columns to keep (name -> value per group of ``hosted.groups``, 0 for an unpublished
+    group). One stable sort of the stacked ids: O((n_j + individuals seen) log(...))."""
+    host, ident, words = hosted.hosting, hosted.spec.id, sig.shape[1]
+    extra = extra or {}
+    before = last_seen if last_seen is not None else pd.DataFrame({
+        ident: host[ident].iloc[:0], "release_id": np.zeros(0, np.int64), "group_id": np.zeros(0, np.int64),
+        "published": np.zeros(0, bool), **{name: np.zeros(0, np.int64) for name in extra}})
+    kept = [c for c in before.columns if c.startswith("w") and c[1:].isdigit()]
     old_bits = np.zeros((len(before), words), dtype=np.uint64)
-    old_bits[:, : len(known)] = before[known].to_numpy(np.uint64)
+    old_bits[:, : len(kept)] = before[kept].to_numpy(np.uint64)
     group = hosted.host_group
     found = group >= 0
     at = np.maximum(group, 0)
     P = len(before)
-    bits = np.vstack([old_bits, np.where(found[:, None], sig[at], np.uint64(0))])
-    published = np.concatenate([before["published"].to_numpy(bool), found])
-    release = np.concatenate([before["release_id"].to_numpy(np.int64), host["release_id"].to_numpy(np.int64)])
-    group_id = np.concatenate([before["group_id"].to_numpy(np.int64),
-                               np.where(found, hosted.groups["group_id"].to_numpy()[at], -1).astype(np.int64)])
     people = pd.concat([before[ident], host[ident]], ignore_index=True)
     person = pd.factorize(people)[0]
     order = np.argsort(person, kind="stable")  # an individual's last appearance, then this release's, in order
     same = person[order][1:] == person[order][:-1]
     previous = np.full(len(person), -1, dtype=np.int64)
     previous[order[1:][same]] = order[:-1][same]
+    published = np.concatenate([before["published"].to_numpy(bool), found])
     now = P + np.arange(len(host))
     prev = previous[now]
     pair = (prev >= 0) & found & published[np.maximum(prev, 0)]
-    rows = now[pair]
-    prev = prev[pair]
-    changed = (bits[rows] != bits[prev]).any(axis=1)
-    rows, prev = rows[changed], prev[changed]
+    return Appearances(
+        P=P, people=people,
+        release=np.concatenate([before["release_id"].to_numpy(np.int64), host["release_id"].to_numpy(np.int64)]),
+        group_id=np.concatenate([before["group_id"].to_numpy(np.int64),
+                                 np.where(found, hosted.groups["group_id"].to_numpy()[at], -1).astype(np.int64)]),
+        published=published,
+        bits=np.vstack([old_bits, np.where(found[:, None], sig[at], np.uint64(0))]),
+        extra={name: np.concatenate([before[name].to_numpy(np.int64), np.where(found, values[at], 0)])
+               for name, values in extra.items()},
+        rows=now[pair], prev=prev[pair], first=(prev < 0) & found,
+        last=order[np.r_[~same, True]] if len(order) else order,
+    )
+
+
+def _appearances(hosted: Hosted, last_seen: pd.DataFrame | None, m: int) -> tuple[Report, pd.DataFrame]:
+    """The m-invariance report of one release (``hosted``: that release alone) against ``last_seen``, each
+    individual's last appearance in the earlier releases (``m_invariance_step``; None before release 1), and the
+    last appearances after it. A hosting row is compared with the individual's previous hosting row (the same
+    release's, for a tuple hosted twice) when both groups are published (Lemma 4). O(n_j log n_j + individuals
+    seen)."""
+    host, ident = hosted.hosting, hosted.spec.id
+    seen = stack_appearances(hosted, last_seen, hosted.signatures)
+    bits, P = seen.bits, seen.P
+    changed = (bits[seen.rows] != bits[seen.prev]).any(axis=1)
+    rows, prev = seen.rows[changed], seen.prev[changed]
     violations = pd.DataFrame({
         "release_id": host["release_id"].to_numpy()[rows - P],
         ident: host[ident].to_numpy()[rows - P],
         "group_id": host["group_id"].to_numpy()[rows - P],
-        "previous_release_id": release[prev],
-        "previous_group_id": group_id[prev],
+        "previous_release_id": seen.release[prev],
+        "previous_group_id": seen.group_id[prev],
         "signature": describe(bits[rows], hosted.vocabulary),
         "previous_signature": describe(bits[prev], hosted.vocabulary),
         "rule": M_INVARIANCE_RULE,
     })
-    last = order[np.r_[~same, True]] if len(order) else order
-    after = pd.DataFrame({ident: people.to_numpy()[last], "release_id": release[last], "group_id": group_id[last],
-                          "published": published[last], **{c: bits[last, w] for w, c in enumerate(columns)}})
+    after = seen.state(ident)
     report = verifier_report(
         "m_invariance", concat_violations([violations, hosted.unpublished()]), m=m, individuals=len(after),
-        republished=int(pair.sum()), changed=int(changed.sum()),
+        republished=len(seen.rows), changed=int(changed.sum()),
     )
     return report, after
 

@@ -52,11 +52,11 @@ from ....errors import SpecError
 from ...grouping import released_attributes
 from ...hierarchy import interval_labels
 from ...judge.history import Bound, History, Report
-from ...judge.verifiers.wang_fung import xy_anonymity, xy_linkability
+from ...judge.verifiers.wang_fung import WEIGHT, xy_anonymity, xy_linkability
 from ...release import PreviousRelease, Release
 from ...spec import BoundSpec, Spec
 from ..base import ModelDescriptor, Param
-from .join import ANONYMITY, LINKABILITY, Case, JoinStatistics, side_of
+from .join import ANONYMITY, LINKABILITY, Case, JoinStatistics, dense_codes, side_of
 from .tds4sa import INFO, CategoricalCut, IntervalCut, tds4sa
 
 BOOKKEEPING = ("release_id", "group_id")
@@ -178,12 +178,16 @@ def _resolve(names: Sequence[str], key: str, t1: set[str], earlier: Mapping[int,
 
 
 def _factorize(columns: Sequence[np.ndarray], rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Value id of each row's tuple over ``columns`` and the first row of every id (all 0 without columns)."""
+    """Value id of each row's tuple over ``columns`` (ids in the order of first appearance) and the first row of
+    every id (all 0 without columns). Cost O(rows) per column plus a ranking (``join.dense_codes``)."""
     if not columns:
         return np.zeros(rows, dtype=np.int64), np.zeros(min(rows, 1), dtype=np.int64)
-    frame = pd.DataFrame({str(i): c for i, c in enumerate(columns)})
-    ids = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
-    return ids, pd.Series(np.arange(rows)).groupby(ids).first().to_numpy()
+    codes = [pd.factorize(np.asarray(c), use_na_sentinel=False)[0].astype(np.int64) for c in columns]
+    ids, first = dense_codes(codes)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[order] = np.arange(len(first), dtype=np.int64)
+    return rank[ids], first[order]
 
 
 class _Vocabulary:
@@ -194,7 +198,7 @@ class _Vocabulary:
         self.values: dict[str, set[str]] = {}
 
     def add(self, name: str, values: Any) -> None:
-        self.values.setdefault(name, set()).update(str(v) for v in values)
+        self.values.setdefault(name, set()).update(pd.unique(pd.Series(values).astype(str)))
 
     def codes(self, name: str, values: Any) -> np.ndarray:
         return pd.Index(sorted(self.values[name])).get_indexer(pd.Series(values).astype(str)).astype(np.float64)
@@ -372,22 +376,34 @@ def _link_thresholds(params: Mapping[str, Any], k: float, labels: np.ndarray) ->
 
 def _release(snapshot: pd.DataFrame, spec: BoundSpec, cuts: Sequence, generalised: Sequence[str], ids: np.ndarray,
              rng: np.random.Generator) -> Release:
-    """The published T1: each record's cut values on X1 and its own values elsewhere (§3.2), grouped by box."""
-    columns, corners = {}, []
+    """The published T1: each record's cut values on X1 and its own values elsewhere (§3.2), grouped by box.
+
+    Groups are numbered 1..g in the lexicographic order of the boxes' corners ``(A__lo, A__hi, ...)`` in spec
+    order: each attribute's ``(lo, hi)`` gets an order-preserving code from its few distinct values, and the
+    codes are ranked together (``join.dense_codes``). Cost O(n) plus a sort of each raw continuous column."""
+    columns, codes = {}, []
     for a, qi in spec.quasi_identifiers.items():
         if a in generalised:
             cut = cuts[generalised.index(a)]
             col = ids[:, generalised.index(a)]
-            (lo, hi), label = cut.bounds(col), cut.labels(col)
+            used = np.flatnonzero(np.bincount(col))
+            ulo, uhi = cut.bounds(used)
+            pair_code = np.zeros(int(used[-1]) + 1, dtype=np.int64)
+            pair_code[used] = np.unique(np.column_stack([ulo, uhi]), axis=0, return_inverse=True)[1].reshape(-1)
+            text = np.empty(int(used[-1]) + 1, dtype=object)
+            text[used] = cut.labels(used)
+            (lo, hi), label, code = cut.bounds(col), text[col], pair_code[col]
         elif qi.numeric:
             lo = hi = snapshot[a].to_numpy(np.float64)
-            label = interval_labels(lo, hi)
+            values, code = np.unique(lo, return_inverse=True)
+            label = interval_labels(values, values)[code.reshape(-1)]
         else:
             lo = hi = snapshot[a].astype(str).map(spec.taxonomy(a).rank).to_numpy(np.float64)
             label = snapshot[a].astype(str).to_numpy()
+            code = lo.astype(np.int64)
         columns[a], columns[f"{a}__lo"], columns[f"{a}__hi"] = label, lo, hi
-        corners += [lo, hi]
-    group = np.unique(np.column_stack(corners), axis=0, return_inverse=True)[1].reshape(-1) + 1
+        codes.append(np.asarray(code, dtype=np.int64).reshape(-1))
+    group = (dense_codes(codes)[0] if codes else np.zeros(len(snapshot), dtype=np.int64)) + 1
     order = rng.permutation(len(snapshot))
     table = pd.DataFrame({"group_id": group[order].astype(np.int64),
                           **{c: np.asarray(v)[order] for c, v in columns.items()}})
@@ -423,19 +439,65 @@ def _present(names: Sequence[str], current: pd.DataFrame, previous: pd.DataFrame
     return keep
 
 
+#: The judge's memo of the (X, Y) verifiers (``History.memo``, keyed ``(EARLIER, release id)``): the published
+#: columns of releases 1..n as value counts, one row per ``release_id`` and distinct published row, the count in
+#: ``wang_fung.WEIGHT``, a column the release does not publish null. Plain string columns (Parquet).
+EARLIER = "xy_privacy_releases"
+
+
+def _release_counts(table: pd.DataFrame, spec: BoundSpec, release_id: int) -> pd.DataFrame:
+    """One release as the memo keeps it: the value counts of its published columns (as text). O(rows)."""
+    text = _published(table, spec).astype(str)
+    if not len(text.columns):
+        counts = pd.DataFrame({WEIGHT: [len(text)]})
+    else:
+        counts = text.groupby(list(text.columns), sort=True).size().rename(WEIGHT).reset_index()
+    counts.insert(0, "release_id", np.int64(release_id))
+    return counts.astype({WEIGHT: np.int64})
+
+
+def release_counts(history: History) -> pd.DataFrame:
+    """The memo ``(EARLIER, n)``: value counts of the published columns of releases 1..n (``EARLIER``), folded
+    from the memo of release n-1 with release n (``History.previous_memo``; every release of a complete history
+    without one), recorded in ``history.memo``. A function of releases 1..n. Cost O(|release n| + memo) with
+    the memo; the memo holds the distinct published rows of every release, not the releases' rows."""
+    spec, ids = history.spec, history.release_ids
+    if (EARLIER, ids[-1]) in history.memo:
+        return history.memo[(EARLIER, ids[-1])]
+    before = history.previous_memo(EARLIER)
+    frames = [] if before is None else [before]
+    for j in ids if before is None else ids[-1:]:
+        frames.append(_release_counts(history.release(j), spec, j))
+    memo = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    history.memo[(EARLIER, ids[-1])] = memo
+    return memo
+
+
+def _counted(memo: pd.DataFrame, release_id: int) -> pd.DataFrame:
+    """Release ``release_id`` of the memo: its published columns (as text) and ``WEIGHT``."""
+    rows = memo[memo["release_id"] == release_id]
+    columns = [c for c in memo.columns if c not in ("release_id", WEIGHT) and rows[c].notna().any()]
+    return rows[[*columns, WEIGHT]].reset_index(drop=True)
+
+
 def verify(history: History) -> list[Report]:
     """The judge's (X, Y)-anonymity or (X, Y)-linkability (``judge.verifiers.wang_fung``) of the newest release
     against each earlier one in turn (module docstring), per the spec's X, Y, k (and ``values``, ``inconsistent``);
     a first release is checked alone (a constant join key). Each report's summary names the earlier release.
-    Cost: the judge's, per earlier release."""
+
+    The earlier releases are read from the judge's memo (``release_counts``: their published rows as value
+    counts), so a window (releases n-1 and n, ``History.first``) gives the same reports as the complete history.
+    Cost: O(|release n| + memo) for the memo, then the judge's join per earlier release (one report each, as the
+    definition asks), on the distinct published rows of that release rather than its rows."""
     spec, params = history.spec, history.spec.model.params
-    releases = history.releases
-    *earlier, newest = history.release_ids
-    current = _published(releases[releases["release_id"] == newest], spec)
+    newest = history.release_ids[-1]
+    current = _published(history.release(newest), spec)
     taxonomies = {a: spec.quasi_identifiers[a].taxonomy for a in current.columns
                   if a in spec.quasi_identifiers and not spec.quasi_identifiers[a].numeric}
     continuous = {a for a, qi in spec.quasi_identifiers.items() if qi.numeric}
-    pairs = [(j, _published(releases[releases["release_id"] == j], spec)) for j in earlier]
+    memo = release_counts(history)
+    earlier = sorted(int(j) for j in memo["release_id"].unique() if j < newest)
+    pairs = [(j, _counted(memo, j)) for j in earlier]
     if not pairs:
         current = current.assign(__release__="T1")
         pairs = [(None, pd.DataFrame({"__release__": ["T1"]}))]
@@ -443,6 +505,8 @@ def verify(history: History) -> list[Report]:
     for j, previous in pairs:
         x, y = _present(params["X"], current, previous), _present(params["Y"], current, previous)
         join_on = [c for c in current.columns if c in previous.columns and c not in continuous]
+        if not x:  # X names nothing the two publish: every join record holds the one empty x (Def. 3.1)
+            current, x = current.assign(__x__=""), ["T1.__x__"]
         rules = [tuple(r) for r in params["inconsistent"] if r[0] in current and r[2] in previous]
         join = {"taxonomies": taxonomies, "inconsistent": rules, "join_on": join_on}
         if params["kind"] == ANONYMITY:

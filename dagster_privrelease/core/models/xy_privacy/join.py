@@ -95,22 +95,83 @@ def side_of(release_id: int, join: Mapping[str, tuple[np.ndarray, np.ndarray]], 
                 has_y, has_y and len(np.unique(y)) == rows, x_holds_join)
 
 
+#: One table as numpy columns (name -> array, all of one length): the X-tree counts are recomputed for every
+#: candidate of every iteration (§5.3 Line 5), so they avoid pandas' per-call overhead.
+Columns = dict[str, np.ndarray]
+
+
+def _densify(key: np.ndarray, size: int) -> tuple[np.ndarray, int]:
+    """The rank of each key among the distinct keys (order kept) and their number: a presence table over
+    ``0..size-1`` when ``size`` is at most a few times the keys (no sort), else a sort. Cost O(keys + size) or
+    O(keys log keys)."""
+    if size <= 4 * len(key) + 4096:
+        present = np.zeros(size, dtype=np.int64)
+        present[key] = 1
+        rank = np.cumsum(present) - 1
+        return rank[key], int(rank[-1]) + 1
+    uniques, ids = np.unique(key, return_inverse=True)
+    return ids.reshape(-1), len(uniques)
+
+
 def dense_codes(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The id 0..u-1 of each row's tuple over non-negative integer ``columns`` (ids in the tuples' sorted order)
-    and the first row of every id: one mixed-radix key per row when the codes fit 62 bits, else rows sorted
-    lexicographically. Cost O(rows log rows)."""
-    radix = [int(c.max()) + 1 if len(c) else 1 for c in columns]
-    if float(np.prod(radix, dtype=np.float64)) < 2.0 ** 62:
-        key = np.zeros(len(columns[0]), dtype=np.int64)
-        for column, base in zip(columns, radix, strict=True):
-            key = key * base + column
-        _, first, ids = np.unique(key, return_index=True, return_inverse=True)
-    else:
-        _, first, ids = np.unique(np.column_stack(columns), axis=0, return_index=True, return_inverse=True)
-    return ids.reshape(-1), first
+    and the first row of every id.
+
+    A mixed-radix key over the columns, re-ranked (``_densify``, order kept) whenever the next column would
+    take its range past a few times the rows, so that keys stay small and most rankings need no sort; rows
+    sorted lexicographically only if a key could overflow 62 bits. Cost O(rows x columns) when the ranges are
+    small, O(rows log rows) at worst."""
+    rows = len(columns[0]) if len(columns) else 0
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    limit = 4 * rows + 4096
+    key, size = np.zeros(rows, dtype=np.int64), 1
+    for raw in columns:
+        column = np.asarray(raw, dtype=np.int64)
+        base = int(column.max()) + 1
+        if size * base > limit and size > 1:
+            key, size = _densify(key, size)
+        if float(size) * base >= 2.0 ** 62:
+            _, first, ids = np.unique(np.column_stack(columns), axis=0, return_index=True, return_inverse=True)
+            return ids.reshape(-1), first
+        key, size = key * base + column, size * base
+    ids, count = _densify(key, size)
+    first = np.full(count, rows, dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(rows, dtype=np.int64))
+    return ids, first
 
 
-def matching(lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray], count: int, side: Side) -> pd.DataFrame:
+def group(frame: Columns, keys: Sequence[str], total: str | None = None) -> Columns:
+    """The distinct rows of ``frame`` on ``keys`` in their sorted order; ``total`` (a count column) summed over
+    each, every other column taken from the first row. Cost ``dense_codes``'."""
+    ids, first = dense_codes([frame[k] for k in keys])
+    out = {c: v[first] for c, v in frame.items() if c != total}
+    if total is not None:
+        out[total] = np.bincount(ids, weights=frame[total], minlength=len(first)).astype(np.int64)
+    return out
+
+
+def equijoin(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair ``(i, j)`` with ``left[i] == right[j]`` (non-negative integer keys), i ascending, then j in
+    ``right``'s order: a counting-sort equi-join that never meets a pair that does not match.
+    Cost O(|left| + |right| + pairs)."""
+    size = int(max(left.max(initial=-1), right.max(initial=-1))) + 1
+    order = np.argsort(right, kind="stable")
+    counts = np.bincount(right, minlength=size)
+    starts = np.cumsum(counts) - counts
+    reps = counts[left]
+    i = np.repeat(np.arange(len(left)), reps)
+    offset = np.arange(len(i)) - np.repeat(np.cumsum(reps) - reps, reps)
+    return i, order[starts[left[i]] + offset]
+
+
+def merge(frame: Columns, table: Columns, on: str) -> Columns:
+    """The inner join of two tables on their column ``on`` (``equijoin``); columns of both."""
+    i, j = equijoin(frame[on], table[on])
+    return {c: v[i] for c, v in frame.items()} | {c: v[j] for c, v in table.items() if c != on}
+
+
+def matching(lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray], count: int, side: Side) -> Columns:
     """The pairs ``(c, ci)`` of matching join values of T1 (``count`` values, ranges ``lo1``/``hi1``) and T_i
     (§3.3: Consistency Predicate on ``side.common``, Inconsistency Predicate on ``side.rules``; Observation 1).
     Cost O(count x |join values of T_i| x |J|)."""
@@ -122,7 +183,14 @@ def matching(lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray], count
         inside2 = (u2 <= side.lo[a2]) & (side.hi[a2] <= v2)
         m &= ~(inside1[:, None] & inside2[None, :])
     c, ci = np.nonzero(m)
-    return pd.DataFrame({"c": c, "ci": ci})
+    return {"c": c.astype(np.int64), "ci": ci.astype(np.int64)}
+
+
+def _segment_max(ids: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """The largest of ``values`` in each of ``groups`` (every group non-empty). Cost O(rows)."""
+    out = np.full(groups, -np.inf)
+    np.maximum.at(out, ids, values)
+    return out
 
 
 @dataclass
@@ -141,6 +209,9 @@ class JoinStatistics:
     case:        the §5.4 case for anonymity (``Case``).
     t1_holds_join: every join attribute of T1 is in X (J1 ⊆ X1), so each x1 is one Tree1 partition and the
                  X-tree keeps one row per x1 (``_per_partition``).
+
+    Every count is a numpy group code, ``bincount`` or counting-sort equi-join (``group``, ``merge``): the join
+    is never materialised, only matching partition pairs are met.
     """
 
     generalised: int
@@ -180,42 +251,45 @@ class JoinStatistics:
         """Every column of an x value: T1's, then ``x<i>`` of each earlier release."""
         return self.x_t1 + [f"x{i}" for i in range(1, len(self.sides) + 1)]
 
-    def _side_aggregates(self, i: int, side: Side) -> dict[str, pd.DataFrame]:
+    def _side_aggregates(self, i: int, side: Side) -> dict[str, Columns]:
         """Tree_i's count statistics by (join value, X_i value): rows, rows per Y_i value, (X_i, Y_i) values, and
-        the (join value, X_i value) pairs present."""
-        parts = side.parts.rename(columns={"c": "ci", "x": f"x{i}", "n": f"n{i}"})
+        the (join value, X_i value) pairs present. Cost O(|Tree_i| log |Tree_i|), once."""
+        parts = {"ci": side.parts["c"].to_numpy(np.int64), f"x{i}": side.parts["x"].to_numpy(np.int64),
+                 "yy": side.parts["y"].to_numpy(np.int64), f"n{i}": side.parts["n"].to_numpy(np.int64)}
         keys = ["ci", f"x{i}"]
+        values = {"ci": parts["ci"], f"x{i}": parts[f"x{i}"]} | ({f"y{i}": parts["yy"]} if side.has_y else {})
         return {
-            "rows": parts.groupby(keys, sort=False)[f"n{i}"].sum().reset_index(),
-            "rows_y": parts.rename(columns={"y": "yy"})[[*keys, "yy", f"n{i}"]],
-            "values": parts[keys + (["y"] if side.has_y else [])].rename(columns={"y": f"y{i}"}).drop_duplicates(),
-            "present": parts[keys].drop_duplicates(),
+            "rows": group({k: parts[k] for k in [*keys, f"n{i}"]}, keys, f"n{i}"),
+            "rows_y": parts,
+            "values": group(values, list(values)),
+            "present": group({k: parts[k] for k in keys}, keys),
         }
 
-    def xtree(self, parts: pd.DataFrame) -> pd.DataFrame:
+    def xtree(self, parts: Mapping[str, np.ndarray]) -> pd.DataFrame:
         """The X-tree rows of the join of T1's partitions ``parts`` (columns ``g0``.., ``s`` static code, ``y``
         Y1 value id, ``n`` records) with every earlier release: the x columns (``self.x``) and ``a`` (a_Y(x),
         anonymity) or ``L`` and ``E`` (max_y l_y(x) and max_y l_y(x) - k_y, linkability). Only x values present
         in the join appear. Cost O(|parts| x matching partitions of each T_i), no record is read."""
-        s = parts["s"].to_numpy()
-        parts = parts.assign(xr=self.xr_of_static[s], js=self.js_of_static[s])
+        s = np.asarray(parts["s"])
+        frame = {f"g{j}": np.asarray(parts[f"g{j}"]) for j in range(self.generalised)}
+        frame |= {"xr": self.xr_of_static[s], "js": self.js_of_static[s], "y": np.asarray(parts["y"]),
+                  "n": np.asarray(parts["n"], dtype=np.int64)}
         keys = [f"g{j}" for j, _ in self.join_cut.values()] + ["js"]
-        parts["c"], first = dense_codes([parts[k].to_numpy() for k in keys])
-        combos = parts.iloc[first]
+        frame["c"], first = dense_codes([frame[k] for k in keys])
         lo1, hi1 = {}, {}
         for a, (j, bounds) in self.join_cut.items():
-            lo1[a], hi1[a] = bounds(combos[f"g{j}"].to_numpy())
-        js = combos["js"].to_numpy()
+            lo1[a], hi1[a] = bounds(frame[f"g{j}"][first])
+        js = frame["js"][first]
         for a, (lo, hi) in self.join_static.items():
             lo1[a], hi1[a] = lo[js], hi[js]
         if self.t1_holds_join:
-            return self._per_partition(parts, lo1, hi1, len(combos))
-        pairs = [matching(lo1, hi1, len(combos), side) for side in self.sides]
+            return self._per_partition(frame, lo1, hi1, len(first))
+        pairs = [matching(lo1, hi1, len(first), side) for side in self.sides]
         if self.kind == LINKABILITY:
-            return self._linkability(parts, pairs)
-        return self._anonymity(parts, pairs)
+            return self._linkability(frame, pairs)
+        return self._anonymity(frame, pairs)
 
-    def _per_partition(self, parts: pd.DataFrame, lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray],
+    def _per_partition(self, frame: Columns, lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray],
                        count: int) -> pd.DataFrame:
         """The X-tree reduced to one row per x1 when J1 ⊆ X1 (the setting of §5.4 Case 1, which §3.3 recommends).
 
@@ -230,8 +304,8 @@ class JoinStatistics:
 
         Each row keeps in ``x<i>`` the x_i attaining the extreme (its witness). P1 without a match in some T_i is
         not in the join and has no row. The T_i factors depend on the join value alone (Tree_i is static), so they
-        are computed once per join value (``lo1``/``hi1`` of the ``count`` join values of ``parts``) and
-        remembered. Cost O(|parts|) plus, for a join value not met before, its matching T_i partitions."""
+        are computed once per join value (``lo1``/``hi1`` of the ``count`` join values of ``frame``) and
+        remembered. Cost O(|frame|) plus, for a join value not met before, its matching T_i partitions."""
         anonymity = self.kind == ANONYMITY
         names = sorted(lo1)
         ranges = np.column_stack([lo1[a] for a in names] + [hi1[a] for a in names] + [np.zeros(count)])
@@ -246,33 +320,38 @@ class JoinStatistics:
             known = dict(zip(found.index, found.itertuples(index=False, name=None), strict=True))
             for local, c in enumerate(todo):
                 self._memo[keys[c]] = known.get(local)
-        # P1 = (x1, c); ``parts`` rows are P1 or, split by Y1, the distinct (P1, y1): count per P1 id.
-        p1, first = dense_codes([parts[c].to_numpy() for c in self.x_t1 + ["c"]])
-        rows = parts.iloc[first][self.x_t1 + ["c"]].reset_index(drop=True)
-        n = parts["n"].to_numpy()
+        # P1 = (x1, c); ``frame`` rows are P1 or, split by Y1, the distinct (P1, y1): count per P1 id.
+        p1, first = dense_codes([frame[c] for c in self.x_t1 + ["c"]])
+        rows = {c: frame[c][first] for c in self.x_t1 + ["c"]}
+        n = frame["n"]
         if not anonymity and self.y_side == 0:  # l_y(x) = |P1[y]| / |P1|
             link = n / np.bincount(p1, weights=n)[p1]
-            k_y = self.thresholds[parts["y"].to_numpy()]
-            rows["L"] = pd.Series(np.where(np.isnan(k_y), 0.0, link)).groupby(p1).max().to_numpy()
-            rows["E"] = pd.Series(np.where(np.isnan(k_y), -np.inf, link - np.nan_to_num(k_y))).groupby(p1).max(
-                ).to_numpy()
+            k_y = self.thresholds[frame["y"]]
+            rows["L"] = _segment_max(p1, np.where(np.isnan(k_y), 0.0, link), len(first))
+            rows["E"] = _segment_max(p1, np.where(np.isnan(k_y), -np.inf, link - np.nan_to_num(k_y)), len(first))
         elif anonymity and self.has_y1 and self.partitions_need_y:  # distinct Y1 values of P1
-            rows["a"] = np.bincount(p1)
+            rows["a"] = np.bincount(p1, minlength=len(first)).astype(np.int64)
         elif anonymity and (self.has_y1 or self.case == Case.Y_KEY_OF_JOIN):  # |P1|
-            rows["a"] = np.bincount(p1, weights=n).astype(np.int64)
+            rows["a"] = np.bincount(p1, weights=n, minlength=len(first)).astype(np.int64)
         elif anonymity:
-            rows["a"] = 1
+            rows["a"] = np.ones(len(first), dtype=np.int64)
         if self.sides:
-            known_sides = [(c, side) for c in range(count) if (side := self._memo[keys[c]]) is not None]
-            per_c = pd.DataFrame([(c, *side) for c, side in known_sides], columns=["c", *columns])
-            per_c = per_c.astype({f"x{i}": np.int64 for i in range(1, len(self.sides) + 1)})
-            rows = rows.merge(per_c, on="c")
+            per_c = [self._memo[key] for key in keys]
+            present = np.array([side is not None for side in per_c], dtype=bool)
+            keep = present[rows["c"]] if count else np.zeros(len(first), dtype=bool)
+            rows = {c: v[keep] for c, v in rows.items()}
+            known_c = [side for side in per_c if side is not None]
+            at = np.cumsum(present) - 1
+            for col, name in enumerate(columns):
+                table = np.array([side[col] for side in known_c])
+                value = table[at[rows["c"]]] if len(table) else np.zeros(0)
+                if name.startswith(("x", "f")):
+                    value = value.astype(np.int64)
+                rows[name] = value
             if anonymity:
                 for i in range(1, len(self.sides) + 1):
                     rows["a"] = rows["a"] * rows.pop(f"f{i}")
-            else:
-                rows = rows.drop(columns=[f"f{i}" for i in range(1, len(self.sides) + 1) if f"f{i}" in rows])
-        return rows[self.x + (["a"] if anonymity else ["L", "E"])]
+        return pd.DataFrame({c: rows[c] for c in self.x + (["a"] if anonymity else ["L", "E"])})
 
     def _side_columns(self) -> list[str]:
         """The columns ``_side_factors`` gives each join value: per T_i its witness ``x<i>`` and its factor
@@ -282,12 +361,15 @@ class JoinStatistics:
             out += [f"x{i}", "L", "E"] if self.kind == LINKABILITY and i == self.y_side else [f"x{i}", f"f{i}"]
         return out
 
-    def _side_factors(self, pairs: list[pd.DataFrame]) -> pd.DataFrame:
+    def _side_factors(self, pairs: list[Columns]) -> pd.DataFrame:
         """Per T1 join value ``c`` (of ``pairs``), the extreme factor of each T_i over its x_i and the x_i attaining
-        it (``_per_partition``); join values without a match in some T_i are left out."""
+        it (``_per_partition``); join values without a match in some T_i are left out. Run once per join value
+        (memoised), so pandas' per-call overhead does not matter here."""
         per_c = None
         anonymity = self.kind == ANONYMITY
-        for i, (pair, aggregates, side) in enumerate(zip(pairs, self._aggregates, self.sides, strict=True), 1):
+        for i, (pair_columns, arrays, side) in enumerate(zip(pairs, self._aggregates, self.sides, strict=True), 1):
+            pair = pd.DataFrame(pair_columns)
+            aggregates = {name: pd.DataFrame(table) for name, table in arrays.items()}
             xi = f"x{i}"
             if anonymity and self.case == Case.Y_KEY_OF_JOIN:
                 table = pair.merge(aggregates["rows"], on="ci").groupby(["c", xi], sort=False)[f"n{i}"].sum()
@@ -310,66 +392,74 @@ class JoinStatistics:
                 table = table.rename(f"f{i}").reset_index().sort_values(["c", f"f{i}"], kind="stable")
                 table = table.drop_duplicates("c")
             per_c = table if per_c is None else per_c.merge(table, on="c")
+        assert per_c is not None, "_side_factors needs an earlier release"
         return per_c
 
-    def _star(self, rows: pd.DataFrame, pairs: list[pd.DataFrame], table: str, keep: list[str],
-              multiply: bool) -> tuple[pd.DataFrame, list[str]]:
+    def _star(self, rows: Columns, pairs: list[Columns], table: str, keep: list[str],
+              multiply: bool) -> tuple[Columns, list[str]]:
         """Extend T1 rows (``c`` and ``keep`` columns, count ``n``) with the matching partitions of every T_i
         (§7 star join: each T_i probed from T1's join value). ``multiply``: n *= Tree_i's count; otherwise the
         rows are de-duplicated instead. Returns the rows and the x columns."""
         xcols = list(self.x_t1)
         for i, (pair, aggregates) in enumerate(zip(pairs, self._aggregates, strict=True), 1):
-            rows = rows.merge(pair, on="c").merge(aggregates[table], on="ci").drop(columns="ci")
+            rows = merge(merge(rows, pair, "c"), aggregates[table], "ci")
+            del rows["ci"]
             xcols.append(f"x{i}")
-            keep = keep + [c for c in aggregates[table].columns if c.startswith("y") and c not in keep]
+            keep = keep + [c for c in aggregates[table] if c.startswith("y") and c not in keep]
             if multiply:
                 rows["n"] = rows["n"] * rows.pop(f"n{i}")
-                rows = rows.groupby(xcols + ["c"] + keep, sort=False)["n"].sum().reset_index()
+                rows = group(rows, xcols + ["c"] + keep, "n")
             else:
-                rows = rows.drop_duplicates(xcols + ["c"] + keep)
+                rows = group(rows, xcols + ["c"] + keep)
         return rows, xcols
 
-    def _linkability(self, parts: pd.DataFrame, pairs: list[pd.DataFrame]) -> pd.DataFrame:
+    def _linkability(self, frame: Columns, pairs: list[Columns]) -> pd.DataFrame:
         """Def. 3.2 via §5.3 Step 2: a(x) += |P1| x Π|P_i|, a(x, y) += the same with the Y side's |P[y]|."""
-        if self.y_side == 0:
-            rows = parts.groupby(self.x_t1 + ["c", "y"], sort=False)["n"].sum().reset_index().rename(
-                columns={"y": "yy"})
-        else:
-            rows = parts.groupby(self.x_t1 + ["c"], sort=False)["n"].sum().reset_index()
         xcols = list(self.x_t1)
+        rows = {c: frame[c] for c in [*xcols, "c", "n"]}
+        if self.y_side == 0:
+            rows["yy"] = frame["y"]
+        rows = group(rows, [*xcols, "c"] + (["yy"] if self.y_side == 0 else []), "n")
         for i, (pair, aggregates) in enumerate(zip(pairs, self._aggregates, strict=True), 1):
-            table = aggregates["rows_y" if i == self.y_side else "rows"]
-            rows = rows.merge(pair, on="c").merge(table, on="ci").drop(columns="ci")
+            table = aggregates["rows_y"] if i == self.y_side else aggregates["rows"]
+            rows = merge(merge(rows, pair, "c"), table, "ci")
+            del rows["ci"]
             rows["n"] = rows["n"] * rows.pop(f"n{i}")
             xcols.append(f"x{i}")
-            rows = rows.groupby(xcols + ["c"] + (["yy"] if "yy" in rows else []), sort=False)["n"].sum().reset_index()
-        a_xy = rows.groupby(xcols + ["yy"], sort=False)["n"].sum().reset_index()
-        a_x = a_xy.groupby(xcols, sort=False)["n"].transform("sum").to_numpy()
-        link = a_xy["n"].to_numpy() / a_x
-        k_y = self.thresholds[a_xy["yy"].to_numpy()]
+            rows = group(rows, [*xcols, "c"] + (["yy"] if "yy" in rows else []), "n")
+        a_xy = group({c: rows[c] for c in [*xcols, "yy", "n"]}, [*xcols, "yy"], "n")
+        x_id, first = dense_codes([a_xy[c] for c in xcols])
+        link = a_xy["n"] / np.bincount(x_id, weights=a_xy["n"], minlength=len(first))[x_id]
+        k_y = self.thresholds[a_xy["yy"]]
         watched = ~np.isnan(k_y)
-        a_xy["L"] = np.where(watched, link, 0.0)
-        a_xy["E"] = np.where(watched, link - np.nan_to_num(k_y), -np.inf)
-        return a_xy.groupby(xcols, sort=False).agg(L=("L", "max"), E=("E", "max")).reset_index()
+        out = {c: a_xy[c][first] for c in xcols}
+        out["L"] = _segment_max(x_id, np.where(watched, link, 0.0), len(first))
+        out["E"] = _segment_max(x_id, np.where(watched, link - np.nan_to_num(k_y), -np.inf), len(first))
+        return pd.DataFrame(out)
 
-    def _anonymity(self, parts: pd.DataFrame, pairs: list[pd.DataFrame]) -> pd.DataFrame:
+    def _anonymity(self, frame: Columns, pairs: list[Columns]) -> pd.DataFrame:
         """Def. 3.1 via §5.4 on the full X-tree (J1 ⊄ X1; Case 1 implies J1 ⊆ X1 and is ``_per_partition``'s):
         a_Y(x) by Case 4, 3 or 2 when it applies, else by the distinct (x, y) values over the matching pairs."""
-        case = self.case
+        case, x_t1 = self.case, self.x_t1
         if case in (Case.Y_KEY_OF_JOIN, Case.Y1_KEY):  # a(x) records, or |P1| once per (P1, x) for a key Y1
-            rows = parts.groupby(self.x_t1 + ["c"], sort=False)["n"].sum().reset_index()
+            rows = group({c: frame[c] for c in [*x_t1, "c", "n"]}, [*x_t1, "c"], "n")
             rows, xcols = self._star(rows, pairs, "rows" if case == Case.Y_KEY_OF_JOIN else "present", [],
                                      multiply=case == Case.Y_KEY_OF_JOIN)
-            counts = rows.groupby(xcols, sort=False)["n"].sum()
+            counts = group({c: rows[c] for c in [*xcols, "n"]}, xcols, "n")
+            counts["a"] = counts.pop("n")
         elif case == Case.Y2_KEY:  # distinct T2 partitions per (x1, x2): their rows are distinct Y values
-            rows = parts[self.x_t1 + ["c"]].drop_duplicates().merge(pairs[0], on="c")
-            rows = rows.drop_duplicates(self.x_t1 + ["ci"]).merge(self._aggregates[0]["rows"], on="ci")
+            rows = group({c: frame[c] for c in [*x_t1, "c"]}, [*x_t1, "c"])
+            rows = group(merge(rows, pairs[0], "c"), [*x_t1, "ci"])
+            rows = merge(rows, self._aggregates[0]["rows"], "ci")
             xcols = self.x
-            counts = rows.groupby(xcols, sort=False)["n1"].sum()
+            counts = group({c: rows[c] for c in [*xcols, "n1"]}, xcols, "n1")
+            counts["a"] = counts.pop("n1")
         else:
             keep = ["y0"] if self.has_y1 else []
-            rows = parts.rename(columns={"y": "y0"})[self.x_t1 + ["c"] + keep].drop_duplicates()
-            rows, xcols = self._star(rows, pairs, "values", keep, multiply=False)
-            ys = [c for c in rows.columns if c.startswith("y")]
-            counts = rows.drop_duplicates(xcols + ys).groupby(xcols, sort=False).size()
-        return counts.rename("a").reset_index()
+            rows = {c: frame[c] for c in [*x_t1, "c"]} | ({"y0": frame["y"]} if self.has_y1 else {})
+            rows, xcols = self._star(group(rows, [*x_t1, "c", *keep]), pairs, "values", keep, multiply=False)
+            ys = [c for c in rows if c.startswith("y")]
+            distinct = group({c: rows[c] for c in [*xcols, *ys]}, [*xcols, *ys])
+            x_id, first = dense_codes([distinct[c] for c in xcols])
+            counts = {c: distinct[c][first] for c in xcols} | {"a": np.bincount(x_id, minlength=len(first))}
+        return pd.DataFrame({c: np.asarray(counts[c], dtype=np.int64) for c in [*xcols, "a"]})

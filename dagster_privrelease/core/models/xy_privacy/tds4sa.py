@@ -43,7 +43,7 @@ import pandas as pd
 
 from ....errors import NotPublishable
 from ...hierarchy import Taxonomy, interval_labels
-from .join import ANONYMITY, JoinStatistics, dense_codes
+from .join import ANONYMITY, Columns, JoinStatistics, dense_codes
 
 INFO = ("class", "distortion", "discernibility")
 
@@ -173,13 +173,15 @@ class Candidate:
     table: pd.DataFrame | None = None
 
 
-def partitions(ids: np.ndarray, static: np.ndarray, y: np.ndarray) -> pd.DataFrame:
+def partitions(ids: np.ndarray, static: np.ndarray, y: np.ndarray) -> Columns:
     """Tree1's partitions of the given records: columns ``g<j>`` (cut ids), ``s`` (static code), ``y`` (Y1 value)
-    and ``n`` (records), in the sorted order of their keys (``join.dense_codes``). Cost O(records log records)."""
+    and ``n`` (records), in the sorted order of their keys (``join.dense_codes``). Cost O(records) when the key
+    range is small, else O(records log records)."""
     columns = [ids[:, j] for j in range(ids.shape[1])] + [static, y]
     names = [f"g{j}" for j in range(ids.shape[1])] + ["s", "y"]
     codes, first = dense_codes(columns)
-    return pd.DataFrame({name: c[first] for name, c in zip(names, columns, strict=True)} | {"n": np.bincount(codes)})
+    return {name: c[first] for name, c in zip(names, columns, strict=True)} | {
+        "n": np.bincount(codes, minlength=len(first)).astype(np.int64)}
 
 
 def _worst(table: pd.DataFrame, kind: str) -> tuple[float, float]:
@@ -283,11 +285,13 @@ def tds4sa(cuts: Sequence[Cut], static: np.ndarray, y: np.ndarray, cls: np.ndarr
         xtree = pd.concat([xtree[xtree[f"g{w.j}"] != w.v], w.table], ignore_index=True)
         for other in range(m):
             if other != w.j:
-                for v in np.unique(ids[w.records, other]):
+                for v in np.flatnonzero(np.bincount(ids[w.records, other])):
                     if (other, int(v)) in candidates:
                         candidates[(other, int(v))].table = None
-        for child in np.unique(w.child):
-            create(w.j, int(child), w.records[w.child == child])
+        order = np.argsort(w.child, kind="stable")
+        children, starts = np.unique(w.child[order], return_index=True)
+        for child, records in zip(children, np.split(w.records[order], starts[1:]), strict=True):
+            create(w.j, int(child), records)
 
 
 def _refusal(xtree: pd.DataFrame, kind: str, k: float, describe: Callable[[pd.Series], str]) -> str:
