@@ -28,7 +28,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from ..encoding import encode, sensitive_codes
 from ..grouping import qi_classes, released_attributes
@@ -276,7 +275,8 @@ def query_estimate(
     ``(|QI*| - c3) * c1 * c2``, with ``c1`` the fraction of the group's box inside the query's QI ranges
     (numeric: length ratio, a point box counting 1 when inside; categorical: the share of its leaves),
     ``c2`` the share of the group's rows whose sensitive value qualifies and ``c3`` its counterfeits (R(j)).
-    A non-homogeneous release has one group per row. O(queries * groups * d), in blocks of queries.
+    A non-homogeneous release has one group per row. O(rows + groups * values) for the groups' histograms of
+    sensitive codes, then O(queries * groups * d) in blocks of queries.
     """
     names = list(attributes or spec.quasi_identifiers)
     classes, first, size = _classes(table, spec, tuple(names))
@@ -290,8 +290,13 @@ def query_estimate(
     ghi = np.column_stack([_bounds(table, a)[1][first] for a in names])
     discrete = np.array([not spec.quasi_identifiers[a].numeric for a in names])
     ext = np.where(discrete, ghi - glo + 1, ghi - glo)
-    member = sparse.csr_matrix((np.ones(len(table)), (np.arange(len(table)), classes)),
-                               shape=(len(table), len(size)))
+    # c2 from each group's cumulative histogram of sensitive codes: O(rows + groups x values) once, then
+    # O(groups) per query (codes outside the domain, -1, never qualify)
+    values = max(len(spec.sensitive_values), int(codes.max()) + 1 if len(codes) else 0, 1)
+    known = codes >= 0
+    hist = np.bincount(classes[known] * values + codes[known], minlength=len(size) * values)
+    cum = np.zeros((len(size), values + 1))
+    cum[:, 1:] = np.cumsum(hist.reshape(len(size), values), axis=1)
     out = np.empty(len(lo))
     block = max(1, 2_000_000 // max(len(size) * max(len(names), 1), 1))
     for s in range(0, len(lo), block):
@@ -301,8 +306,9 @@ def query_estimate(
         point_in = (glo >= qlo) & (glo <= qhi)
         frac = np.where(ext > 0, np.clip(overlap, 0, None) / np.where(ext > 0, ext, 1), point_in)
         c1 = frac.prod(axis=2)
-        qs = (codes[None, :] >= lo[s : s + block, -1:]) & (codes[None, :] <= hi[s : s + block, -1:])
-        c2 = (sparse.csr_matrix(qs.astype(np.float64)) @ member).toarray() / size
+        vlo = np.clip(np.ceil(lo[s : s + block, -1]), 0, values).astype(np.int64)  # codes >= lo
+        vhi = np.clip(np.floor(hi[s : s + block, -1]) + 1, 0, values).astype(np.int64)  # codes <= hi
+        c2 = np.clip(cum[:, vhi] - cum[:, vlo], 0, None).T / size
         out[s : s + block] = ((size - c3) * c1 * c2).sum(axis=1)
     return out
 
