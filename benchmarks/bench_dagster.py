@@ -25,12 +25,11 @@ import numpy as np
 from dagster_privrelease import datasets, pipeline
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.core.stream import split_base_pool, stream
-from dagster_privrelease.errors import DatasetUnavailable
 from dagster_privrelease.orchestration import DuckDBTableSource, release_definitions, sensors
 from dagster_privrelease.orchestration.definitions import QUIET
 from dagster_privrelease.storage import ReleaseStore
 
-from .common import ROOT, figure, print_table, ratio, skip
+from .common import ROOT, figure, loaded, print_table, ratio
 
 SPEC = ROOT / "resources" / "adult.yaml"
 R, RELEASES = 1_000, 3
@@ -105,10 +104,8 @@ def measure(releases: int = RELEASES) -> list[dict]:
 
 
 def main() -> None:
-    try:
-        measured = measure()
-    except DatasetUnavailable as exc:
-        skip("bench_dagster", str(exc))
+    measured = loaded("bench_dagster", measure)
+    if measured is None:
         return
     rows = [[m["release"], m["rows"], figure(m["tick"]), figure(m["run"]), figure(m["latency"]), figure(m["latency cpu"]),
              figure(m["core stage"]), figure(m["core candidate"]), figure(m["core judge"]),

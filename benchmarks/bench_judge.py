@@ -33,10 +33,9 @@ from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.release import build_release
 from dagster_privrelease.core.spec import Model, Spec, load_spec, parse_spec, validate_snapshot
-from dagster_privrelease.errors import DatasetUnavailable
 from dagster_privrelease.storage import ReleaseStore
 
-from .common import ROOT, figure, print_table, ratio, skip, timed
+from .common import ROOT, figure, loaded, print_table, ratio, timed
 
 T = TypeVar("T")
 
@@ -159,10 +158,9 @@ def judge_scale() -> None:
 
 
 def baseline_census() -> None:
-    try:
-        workers = datasets.load_census_kdd(workers_only=True)
-    except DatasetUnavailable as exc:
-        skip("(b) the l-diversity baseline on Census-KDD", str(exc))
+    workers = loaded("(b) the l-diversity baseline on Census-KDD",
+                     lambda: datasets.load_census_kdd(workers_only=True))
+    if workers is None:
         return
     settings = [(ell, 2_000) for ell in range(2, 11)] + [(4, r) for r in (1_000, 4_000, 8_000)]
     streams = {}
@@ -185,10 +183,8 @@ def baseline_census() -> None:
 def _m_invariance_stream(what: str, rows: int, r: int, releases: int) -> tuple[Spec, list] | None:
     """The m-invariance spec of ``resources/census_kdd.yaml`` and a Census-KDD workers stream (``census_stream``,
     seed 0); None, after saying why, when the data cannot be had."""
-    try:
-        workers = datasets.load_census_kdd(workers_only=True)
-    except DatasetUnavailable as exc:
-        skip(what, str(exc))
+    workers = loaded(what, lambda: datasets.load_census_kdd(workers_only=True))
+    if workers is None:
         return None
     spec = load_spec(ROOT / "resources" / "census_kdd.yaml")
     return spec, census_stream(workers, spec.bind(validate_snapshot(workers, spec)), rows, r, releases, seed=0)

@@ -95,10 +95,9 @@ from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.release import PreviousRelease, build_release, release_rng
 from dagster_privrelease.core.spec import Spec, load_spec, parse_spec, validate_snapshot
 from dagster_privrelease.core.stream import increment, never_back, not_lower, split_base_pool, stream, within_sets
-from dagster_privrelease.errors import DatasetUnavailable
 
 from .bench_release import Steps, released
-from .common import ROOT, figure, print_table, ratio, read_sort_floor, skip, verdict
+from .common import ROOT, figure, loaded, print_table, ratio, read_sort_floor, verdict
 
 QIS = ("age", "sex", "marital_stat", "education")
 SENSITIVE = "detailed_occupation_recode"
@@ -416,11 +415,10 @@ def whole_release(table: pd.DataFrame, releases: int = RELEASES) -> None:
 
 
 def main() -> None:
-    try:
-        table = datasets.load_census_kdd(workers_only=True)[["id", *QIS, SENSITIVE]].copy()
-    except DatasetUnavailable as exc:
-        skip("m-Distinct benchmarks", f"Census-KDD unavailable: {exc}")
+    workers = loaded("m-Distinct benchmarks", lambda: datasets.load_census_kdd(workers_only=True))
+    if workers is None:
         return
+    table = workers[["id", *QIS, SENSITIVE]].copy()
     table[SENSITIVE] = table[SENSITIVE].astype(str)
     baseline(table)
     series = over_time(table)

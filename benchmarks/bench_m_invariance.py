@@ -35,9 +35,8 @@ from dagster_privrelease.core.models import m_invariance
 from dagster_privrelease.core.release import PreviousRelease, release_rng
 from dagster_privrelease.core.spec import Spec, parse_spec, validate_snapshot
 from dagster_privrelease.core.stream import split_base_pool, stream
-from dagster_privrelease.errors import DatasetUnavailable
 
-from .common import ROOT, figure, print_table, ratio, read_sort_floor, skip
+from .common import ROOT, figure, loaded, print_table, ratio, read_sort_floor, skip
 
 QIS = ("age", "sex", "education", "country_of_birth_self")
 SENSITIVE = "detailed_occupation_recode"
@@ -221,10 +220,8 @@ def flatness(table: pd.DataFrame) -> None:
 
 
 def main() -> None:
-    try:
-        base = occ_table()
-    except DatasetUnavailable as exc:
-        skip("m-invariance benchmarks", f"Census-KDD unavailable: {exc}")
+    base = loaded("m-invariance benchmarks", occ_table)
+    if base is None:
         return
     table = datasets.resample(base, 600_000, np.random.default_rng(0))
     counterfeits_and_error(table)

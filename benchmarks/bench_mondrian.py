@@ -31,7 +31,7 @@ from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.spec import Model, Spec, load_spec, validate_snapshot
 from dagster_privrelease.errors import DatasetUnavailable, NotPublishable
 
-from .common import ROOT, PeerUnavailable, figure, peer_python, print_table, ratio, skip, timed
+from .common import ROOT, PeerUnavailable, figure, loaded, peer_python, print_table, ratio, skip, timed
 
 PEER = "anjana==1.2.3"
 PEER_TIMEOUT = 1800  # seconds per anjana run
@@ -168,11 +168,10 @@ def run_anjana(python: Path, snapshot: pd.DataFrame, spec: Spec, numeric: str, k
 
 
 def adult_vs_anjana() -> None:
-    try:
-        snapshot, spec = adult_spec()
-    except DatasetUnavailable as exc:
-        skip("Adult figures", str(exc))
+    adult = loaded("Adult figures", adult_spec)
+    if adult is None:
         return
+    snapshot, spec = adult
     domain = (float(snapshot["age"].min()), float(snapshot["age"].max()))
     widths = {"age": domain[1] - domain[0]}
     try:

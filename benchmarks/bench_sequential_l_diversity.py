@@ -56,10 +56,9 @@ from dagster_privrelease.core.models.sequential_l_diversity import non_sequentia
 from dagster_privrelease.core.models.sequential_l_diversity.information_loss import InformationLoss
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec, Model, Spec, load_spec, validate_snapshot
-from dagster_privrelease.errors import DatasetUnavailable
 from dagster_privrelease.pipeline import model_spec
 
-from .common import ROOT, figure, print_table, ratio, read_sort_floor, skip, verdict
+from .common import ROOT, figure, loaded, print_table, ratio, read_sort_floor, verdict
 
 FULL = os.environ.get("PRIVRELEASE_BENCH_FULL") == "1"
 MODEL = models.descriptor("sequential_l_diversity")
@@ -282,10 +281,8 @@ def whole_release(workers: pd.DataFrame, spec: Spec, n: int = 100_000) -> list[A
 
 
 def census() -> None:
-    try:
-        workers = datasets.load_census_kdd(workers_only=True)
-    except DatasetUnavailable as exc:
-        skip("sequential l-diversity on Census-KDD", str(exc))
+    workers = loaded("sequential l-diversity on Census-KDD", lambda: datasets.load_census_kdd(workers_only=True))
+    if workers is None:
         return
     spec = census_spec()
     start_wall, load = time.perf_counter(), os.getloadavg()[0]
@@ -354,10 +351,8 @@ def census() -> None:
 
 def dynamic() -> None:
     """Fig. 16 and the whole release (``census``'s data and spec)."""
-    try:
-        workers = datasets.load_census_kdd(workers_only=True)
-    except DatasetUnavailable as exc:
-        skip("sequential l-diversity on Census-KDD", str(exc))
+    workers = loaded("sequential l-diversity on Census-KDD", lambda: datasets.load_census_kdd(workers_only=True))
+    if workers is None:
         return
     spec = census_spec()
     first = census_sample(workers, spec, 100_000)
@@ -375,10 +370,8 @@ def dynamic() -> None:
 
 
 def adult() -> None:
-    try:
-        data = datasets.load_adult()
-    except DatasetUnavailable as exc:
-        skip("sequential l-diversity on Adult", str(exc))
+    data = loaded("sequential l-diversity on Adult", datasets.load_adult)
+    if data is None:
         return
     spec = load_spec(ROOT / "resources" / "adult_requests.yaml")
     snapshot = validate_snapshot(data[spec.columns], spec)

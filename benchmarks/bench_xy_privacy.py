@@ -45,10 +45,10 @@ from dagster_privrelease.core.hierarchy import Taxonomy
 from dagster_privrelease.core.models.xy_privacy import publish
 from dagster_privrelease.core.release import PreviousRelease, Release
 from dagster_privrelease.core.spec import BoundSpec, parse_spec
-from dagster_privrelease.errors import DatasetUnavailable, NotPublishable
+from dagster_privrelease.errors import NotPublishable
 from dagster_privrelease.pipeline import model_spec
 
-from .common import ROOT, figure, print_table, ratio, read_sort_floor, skip, verdict
+from .common import ROOT, figure, loaded, print_table, ratio, read_sort_floor, skip, verdict
 
 OCCUPATION = {"Any occupation": {
     "White collar": ["Adm-clerical", "Exec-managerial", "Prof-specialty", "Sales", "Tech-support"],
@@ -289,17 +289,15 @@ def scalability(adult: pd.DataFrame, trees: dict[str, dict], scales: Sequence[in
 
 
 def main() -> None:
-    try:
-        adult = datasets.load_adult()
-    except DatasetUnavailable as missing:
-        skip("(X, Y)-privacy on Adult", str(missing))
+    adult = loaded("(X, Y)-privacy on Adult", datasets.load_adult)
+    if adult is None:
         return
     trees = taxonomy_trees()
     try:
         import sklearn  # noqa: F401
     except ImportError:
-        skip("classification error (Wang-Fung §6)", "scikit-learn is missing: `make bench` installs the bench extra "
-             "(pip install -e '.[bench]')")
+        skip("classification error (Wang-Fung §6)", "scikit-learn is missing: `make install` installs it with the dev extra "
+             "(pip install -e '.[dev]')")
     else:
         utility(adult, trees, "A", tops=(3, 4, 5, 6))
         utility(adult, trees, "B", tops=(3, 5, 7))

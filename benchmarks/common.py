@@ -10,12 +10,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+
+from dagster_privrelease.errors import DatasetUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 console = Console() if sys.stdout.isatty() else Console(width=160)  # a log keeps whole rows
@@ -81,6 +83,19 @@ def figure(value: float | None, digits: int = 3) -> str:
 def skip(what: str, reason: str) -> None:
     """Say that a figure is skipped, and why."""
     console.print(f"[yellow]skipped[/yellow] {what}: {reason}")
+
+
+T = TypeVar("T")
+
+
+def loaded(what: str, load: Callable[[], T]) -> T | None:
+    """``load()`` (a real dataset), or None after saying that ``what`` is skipped because the data cannot be had
+    (``DatasetUnavailable``, whose message says why)."""
+    try:
+        return load()
+    except DatasetUnavailable as exc:
+        skip(what, str(exc))
+        return None
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> None:
