@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -61,3 +66,23 @@ def spec_path(tmp_path: Path) -> Path:
 def instance():
     with dg.instance_for_test() as inst:
         yield inst
+
+
+@contextmanager
+def locked_by_another_process(path: Path) -> Iterator[int]:
+    """A child process holding the DuckDB file ``path`` open (locked) until the block ends; yields its PID."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import duckdb, time
+            con = duckdb.connect({str(path)!r})
+            print("locked", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()

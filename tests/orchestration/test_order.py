@@ -1,8 +1,5 @@
 """Order and safety of releases: predecessors, backfills, change-log sources, schema drift, a locked store."""
 
-import subprocess
-import sys
-import textwrap
 
 import duckdb
 import pandas as pd
@@ -14,7 +11,7 @@ from dagster_privrelease.orchestration.partitions import partition_key
 from dagster_privrelease.storage import ReleaseStore
 from dagster_privrelease.storage import write as storage
 
-from .conftest import people, write_source
+from .conftest import locked_by_another_process, people, write_source
 from .test_assets import JOB, PARTITIONS, _defs, _failure, _run
 
 
@@ -46,24 +43,11 @@ def test_locked_store_fails_with_a_clear_message(tmp_path, spec_path, instance):
     write_source(tmp_path / "data.duckdb", people(90))
     store = tmp_path / "releases.duckdb"
     duckdb.connect(str(store)).close()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import duckdb, sys, time
-            con = duckdb.connect({str(store)!r})
-            print("locked", flush=True)
-            time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with locked_by_another_process(store) as pid:
         result = _run(_defs(tmp_path, spec_path), instance, "000001")
         assert not result.success
         message = _failure(result)
-        assert "locked by" in message and str(holder.pid) in message
-    finally:
-        holder.kill()
-        holder.wait()
+        assert "locked by" in message and str(pid) in message
 
 
 def test_change_log_partitions_rebuild_their_snapshots(tmp_path, spec_path, instance):

@@ -1,8 +1,5 @@
 """The kinds of source, called directly: fingerprints, reads, next keys, and a source file locked by its writer."""
 
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -10,7 +7,7 @@ from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.errors import StoreError
 from dagster_privrelease.orchestration import DuckDBChangeLogSource, DuckDBTableSource, FrameSource, Source
 
-from .conftest import people, write_source
+from .conftest import locked_by_another_process, people, write_source
 from .test_order import _change_log
 
 
@@ -51,20 +48,7 @@ def test_a_frame_fingerprint_moves_with_any_row(spec_path):
 def test_a_source_file_locked_by_its_writer_names_the_holder(tmp_path, spec_path):
     path = tmp_path / "data.duckdb"
     write_source(path, people(40))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import duckdb, time
-            con = duckdb.connect({str(path)!r})
-            print("locked", flush=True)
-            time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with locked_by_another_process(path) as pid:
         source = DuckDBTableSource(database=str(path), table="source.people", retries=1, backoff=0.05)
-        with pytest.raises(StoreError, match=f"source database is locked by .*{holder.pid}"):
+        with pytest.raises(StoreError, match=f"source database is locked by .*{pid}"):
             source.fingerprint(load_spec(spec_path))
-    finally:
-        holder.kill()
-        holder.wait()
