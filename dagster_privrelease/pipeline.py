@@ -305,14 +305,18 @@ def public_violations(report: Report) -> pd.DataFrame:
     """``report``'s violations as they may be shown outside the ``private`` schema: one row per distinct
     combination of the ``PUBLIC_COLUMNS`` it has (a release, a group, the rule) with ``violations``, how many
     violation rows (individuals, groups or pairs, as the report counts them) point there; a single ``violations``
-    row when it has none of them; no row for a report without violations. Nothing in it names an individual."""
+    row when it has none of them; no row for a report without violations. Nothing in it names an individual.
+    O(rows log rows); only object columns holding other than text are mapped cell by cell."""
     frame = report.violations
     if frame is None or len(frame) == 0:
         return pd.DataFrame({"violations": pd.Series([], dtype="int64")})
     keep = [c for c in PUBLIC_COLUMNS if c in frame.columns]
     if not keep:
         return pd.DataFrame({"violations": [len(frame)]})
-    cells = frame[keep].map(lambda v: v if v is None or np.isscalar(v) else str(v))
+    cells = frame[keep].copy()
+    for column in keep:  # a non-scalar cell (a tuple) is grouped as its text
+        if cells[column].dtype == np.dtype(object) and pd.api.types.infer_dtype(cells[column]) != "string":
+            cells[column] = cells[column].map(lambda v: v if v is None or np.isscalar(v) else str(v))
     grouped = cells.groupby(keep, dropna=False, sort=True).size().rename("violations").reset_index()
     return grouped.sort_values("violations", ascending=False, kind="stable", ignore_index=True)
 

@@ -11,9 +11,12 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dagster_privrelease import pipeline
 from dagster_privrelease.core import models
+from dagster_privrelease.core.judge.history import rows_of
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.storage import ReleaseStore
 from tests.core.judge.test_fast_judge import assert_same_report
@@ -81,3 +84,27 @@ def test_the_window_judges_like_the_complete_history(tmp_path, case):
         assert_same_report(a, b)
     for a, b in zip(models.attack_history(window), models.attack_history(scratch), strict=True):
         assert_same_report(a, b)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 4), max_size=30), st.integers(0, 5), st.booleans())
+def test_rows_of_one_release_is_the_masked_copy(ids, release_id, shuffled_index):
+    """``History.release`` / ``History.snapshot`` (``rows_of``, one copy of the rows, issue #12) give the frame
+    the definition gives, ``frame[frame.release_id == j].reset_index(drop=True)``: same rows, order, dtypes
+    (integer, float with NaN, text with None) and a 0..n-1 index, whatever the frame's index; the result is a
+    copy (writing to it leaves the history as it was)."""
+    n = len(ids)
+    frame = pd.DataFrame({"release_id": np.asarray(ids, dtype=np.int64), "x": np.arange(n, dtype=np.float64),
+                          "label": [None if i % 3 == 0 else f"v{i % 5}" for i in range(n)],
+                          "y": np.where(np.arange(n) % 4 == 0, np.nan, np.arange(n))})
+    if shuffled_index:
+        frame.index = pd.Index(np.arange(n)[::-1] * 7)
+    expected = frame[frame["release_id"] == release_id].reset_index(drop=True)
+    got = rows_of(frame, release_id)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert isinstance(got.index, pd.RangeIndex)
+    if len(got):
+        before = frame.copy()
+        got.loc[0, "x"] = -1.0
+        got["z"] = 1
+        pd.testing.assert_frame_equal(frame, before)

@@ -8,9 +8,10 @@
 - QI value -> rank: ``qi_values`` (one column: numbers, or leaf ranks in a categorical's taxonomy, the
   taxonomy's left-to-right leaf order of Xiao-Tao footnote 1) and ``encode`` (the (n, d) matrix of them).
 - Integer keys: ``unique_keys`` (``np.unique`` with first positions, inverse and counts by one stable sort),
-  ``dense_unique`` (uniques and inverse, by counting when the keys span a narrow range), ``unique_rows``
-  (distinct rows of a matrix) and ``dense_ranks`` (per column, the rank of each value among the distinct values,
-  the Mondrian cut search and m-invariance's bucket split both work on ranks).
+  ``dense_unique`` (uniques and inverse, by counting when the keys span a narrow range), ``rank_keys`` (a row
+  of ranks as one integer key, in the rows' lexicographic order), ``unique_rows`` (distinct rows of a matrix)
+  and ``dense_ranks`` (per column, the rank of each value among the distinct values, the Mondrian cut search and
+  m-invariance's bucket split both work on ranks).
 
 Everything here is pure numpy/pandas on arrays; nothing reads a release's layout (``grouping``) or a box
 (``intervals``).
@@ -133,6 +134,26 @@ def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     present = np.bincount(ids - low) > 0
     rank = np.cumsum(present) - 1
     return np.flatnonzero(present) + low, rank[ids - low]
+
+
+def rank_keys(ranks: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """One int64 key per row of a matrix of non-negative ranks (column j below ``sizes[j]``), equal for equal
+    rows, different otherwise, and ordered as the rows are lexicographically: the mixed-radix number of the row,
+    so that ``unique_keys`` finds the distinct rows, and a stable ``argsort`` sorts them, with one integer sort
+    instead of ``np.unique(axis=0)`` / ``np.lexsort``. When the radix product would pass 2^62 the key so far is
+    replaced by its dense rank (``dense_unique``, which keeps the order) first. O(n d), plus O(n log n) per
+    re-ranking (none while the product of the sizes stays below 2^62)."""
+    n, d = ranks.shape
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for j in range(d):
+        size = max(int(sizes[j]), 1)
+        if span * size >= 2**62:
+            uniques, key = dense_unique(key)
+            span = max(len(uniques), 1)
+        key = key * size + ranks[:, j]
+        span *= size
+    return key
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

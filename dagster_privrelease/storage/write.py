@@ -23,11 +23,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..core.encoding import dense_unique, rank_keys
 from ..core.models import find
 from ..core.release import Release
 from ..core.spec import BoundSpec, validate_snapshot
 from ..errors import StoreError
-from .connection import quote, scalar, table_exists
+from .connection import quote, release_rows, scalar, table_exists
 from .schema import (
     StoreSchema,
     ids_text,
@@ -45,24 +46,86 @@ _FRAME = "_privrelease_frame"
 _STATE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+#: Value kinds (``pd.api.types.infer_dtype``) of a text column whose distinct values, as Python compares them,
+#: are exactly its distinct texts (1 == 1.0 == True, 0.0 == -0.0 are not: their columns are spelled row by row).
+_ONE_TEXT_PER_VALUE = frozenset({"string", "integer", "boolean", "empty"})
+_NULL_TEXT = "\x00null"
+
+
+def _value_kind(col: pd.Series) -> str:
+    """``pd.api.types.infer_dtype`` of a column's non-null values (of its categories for a categorical): one C
+    pass, O(n)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return pd.api.types.infer_dtype(col.cat.categories, skipna=True)
+    return pd.api.types.infer_dtype(col, skipna=True)
+
+
+def _text_ranks(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A non-numeric column as ``frame_digest`` reads it, each value's text (``str``; a null is the text
+    ``_NULL_TEXT``): ``(codes, texts)``, ``texts`` the distinct texts sorted (as Python sorts strings) and
+    ``codes[i]`` the position of row i's text in them, so codes order rows as their texts do. One hash pass
+    (``pd.factorize``) and ``str`` of each distinct value only; a column whose values Python may equate across
+    spellings (not ``_ONE_TEXT_PER_VALUE``: 1 == 1.0 == True, 0.0 == -0.0) is spelled row by row first.
+    O(n + distinct log distinct)."""
+    if _value_kind(col) not in _ONE_TEXT_PER_VALUE:
+        col = col.astype(str).where(col.notna())
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    spelled = np.array([str(v) for v in np.asarray(uniques, dtype=object)] + [_NULL_TEXT], dtype=object)
+    texts, inverse = np.unique(spelled, return_inverse=True)
+    return inverse.reshape(-1)[np.where(codes < 0, len(spelled) - 1, codes)], texts  # factorize's -1: isna's nulls
+
+
+def _number_ranks(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(rank, distinct)``: each float64 value's rank among the distinct values (NaN last, 0.0 equal to -0.0: the
+    order in which ``sort_values`` puts them) and how many there are. Integral values (ids, leaf ranks, counts)
+    by ``encoding.dense_unique`` (counting when they span a narrow range: O(n)), others by ``np.unique``:
+    O(n log n)."""
+    if len(values) and np.isfinite(values).all() and np.abs(values).max() < 2**62 and (values % 1 == 0).all():
+        distinct, rank = dense_unique(values.astype(np.int64))
+    else:
+        distinct, rank = np.unique(values, return_inverse=True)
+    return rank.reshape(-1), len(distinct)
+
+
 def frame_digest(frame: pd.DataFrame) -> str:
     """A hash of a frame's content that ignores row order, column order and storage dtypes.
 
-    Numbers (and booleans) are compared as float64, everything else as text, nulls as nulls; rows are sorted
-    first. So a release read back from DuckDB hashes like the one the model returned. O(n log n).
+    Numbers (and booleans) are compared as float64, everything else as text, nulls as nulls: the canonical frame
+    has the columns in name order, numbers as float64 (null: NaN), other values as their ``str`` (null: the
+    text ``_NULL_TEXT``, NUL then "null"), its rows sorted by every column (NaN last); the digest is the SHA-256
+    of the column names and ``pd.util.hash_pandas_object`` of its rows in that order. So a release read back from
+    DuckDB hashes like the one the model returned.
+
+    Cost O(n log n) without Python work per row: a text column is spelled once per distinct value (a
+    categorical of its texts hashes like the texts themselves) and ranked; the rows are ordered by one stable
+    integer sort of their ranks as one key per row (``encoding.rank_keys``), the same order as sorting the
+    canonical frame by all its columns (120k Census-KDD rows: a snapshot 0.17 -> 0.08 s CPU, a release table
+    0.23 -> 0.16 s). The digests are those of the sorted canonical frame, hashed as an object column, with one
+    exception: pandas hashes an all-text object column through its string table, which reads a text up to its
+    first NUL, so there the null marker hashed like "" when the column also held "" (a null could not be told
+    from an empty text); here the null is a category of its own.
     """
     columns = sorted(frame.columns)
-    canon = {}
+    canon: dict[str, Any] = {}
+    ranks, sizes = [], []
     for name in columns:
         col = frame[name]
         if pd.api.types.is_numeric_dtype(col.dtype):
-            canon[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+            values = col.to_numpy(dtype=np.float64, na_value=np.nan)
+            rank, size = _number_ranks(values)
+            canon[name] = values
+            ranks.append(rank)
+            sizes.append(size)
         else:
-            canon[name] = np.where(col.isna().to_numpy(), "\x00null", col.astype(str).to_numpy())
-    canon = pd.DataFrame(canon, columns=columns)
+            codes, texts = _text_ranks(col)
+            canon[name] = pd.Categorical.from_codes(codes, categories=pd.Index(texts, dtype=object))
+            ranks.append(codes)
+            sizes.append(len(texts))
+    hashed = np.zeros(0, dtype=np.uint64)
     if columns:
-        canon = canon.sort_values(columns, kind="stable", na_position="last", ignore_index=True)
-    hashed = pd.util.hash_pandas_object(canon, index=False).to_numpy()
+        table = pd.DataFrame(canon, columns=columns)
+        order = np.argsort(rank_keys(np.column_stack(ranks), sizes), kind="stable")
+        hashed = pd.util.hash_pandas_object(table, index=False).to_numpy()[order]
     digest = hashlib.sha256(json.dumps(columns).encode())
     digest.update(hashed.tobytes())
     return digest.hexdigest()
@@ -119,8 +182,7 @@ class StoreWriter(StoreSchema):
                     f"(staged: {ids_text(staged)}); release ids increase by 1"
                 )
             self._record_columns(con, frame, snapshot)
-            frame.insert(0, "release_id", release_id)
-            _insert(con, "private.snapshot", frame)
+            _insert(con, "private.snapshot", _with_id(frame, release_id))
             return stored_snapshot(con, release_id)
 
     def _record_columns(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, raw: pd.DataFrame) -> None:
@@ -200,10 +262,9 @@ class StoreWriter(StoreSchema):
             if release_id != expected:
                 raise StoreError(f"release {release_id}: the next release to publish is {expected} "
                                  f"(published: {ids_text(published)})")
-            snapshot = stored_snapshot(con, release_id)
-            if snapshot is None:
+            if not is_staged(con, release_id):
                 raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-            bound = self._bound_spec(con, snapshot)
+            bound = self._bound_spec(con, self._binding_columns(con, release_id))
             domain, sensitive = new_domain_rows(con, bound)
             _insert(con, "published.release", _with_id(release.table, release_id))
             _insert(con, "published.counterfeit", _with_id(release.counterfeits, release_id))
@@ -226,6 +287,15 @@ class StoreWriter(StoreSchema):
                 "utility": [_json({k: _finite(v) for k, v in utility.items()})],
             })
             _insert(con, "published.manifest", manifest)
+
+    def _binding_columns(self, con: duckdb.DuckDBPyConnection, release_id: int) -> pd.DataFrame:
+        """The columns of the staged T(release_id) that ``Spec.bind`` reads (the categorical quasi-identifiers
+        without a written taxonomy, the sensitive column unless its domain is written), in stored order: what
+        the bound spec of ``publish`` needs, without reading the whole snapshot. O(rows x those columns)."""
+        spec = self.spec
+        names = [n for n, q in spec.quasi_identifiers.items() if not q.numeric and not q.written]
+        names += [] if spec.sensitive_written else [spec.sensitive]
+        return release_rows(con, "private.snapshot", release_id, names) if names else pd.DataFrame()
 
     def save_candidate_sets(self, sets: dict[int, np.ndarray]) -> None:
         """Keep the judge's candidate sensitive sets (``History.candidate_sets``) of releases that are staged or
@@ -344,10 +414,14 @@ def _create_state_views(con: duckdb.DuckDBPyConnection, spec: BoundSpec) -> None
 
 
 def _with_id(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
-    """A copy of ``frame`` with ``release_id`` as its first column."""
-    out = frame.copy()
-    out.insert(0, "release_id", release_id)
-    return out
+    """``frame`` with ``release_id`` as its first column, sharing the columns of ``frame`` (no copy, no
+    consolidation of its blocks: ``_insert`` only reads it). ValueError when ``frame`` has a ``release_id``
+    column already. O(rows) for the new column."""
+    if "release_id" in frame.columns:
+        raise ValueError("cannot insert release_id, already exists")
+    columns: dict[str, Any] = {"release_id": np.full(len(frame), release_id, dtype=np.int64)}
+    columns.update({name: frame[name].array for name in frame.columns})
+    return pd.DataFrame(columns, index=frame.index, copy=False)
 
 
 def _json(value: Any) -> str:

@@ -106,6 +106,7 @@ def test_figure_3_equivalence_examples_7_to_9():
     links = {(a, b) for a, b in zip(report.violations["only_a"], report.violations["only_b"], strict=True)}
     assert ((1,), (5,)) in links and ((2,), (1,)) in links
     assert (report.violations["e"] == 1).all()
+    assert (report.violations[["n_only_a", "n_only_b"]] == 1).all(axis=None)  # one real person on each side
     assert not report.ok  # user 1 is disclosed (FLU), so its partners are too
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core.judge import attacks
+from dagster_privrelease.core.judge.attacks.equivalence import COLD, GONE, LIVE
 from dagster_privrelease.core.judge.history import Bound, History
 
 from .test_correspondence_incremental import SETTINGS, complete, release_by_release, stream_history
 from .test_fast_judge import SEEDS, assert_same_report, naive_candidate_sets, random_history
+from .windows import parquet, window
 
 
 def naive_lifetime(history: History) -> dict:
@@ -34,7 +36,8 @@ def naive_equivalence(history: History, bound: int) -> tuple[bool, dict, set]:
     releases, share a person (else e is the whole class, which U already says), e = ||S_a - S_b||_1 / 2 > 0 and
     both sides hold a real person only there. It discloses (Def. 22) when e = 1 and the two people's lifetime
     candidate sets share fewer than ``bound`` values. Listed: the instances below the bound of the last release
-    and every disclosing one. Returns (skipped, summary, the listed rows)."""
+    and every disclosing one, each with the persons only on either side spelled out when e = 1 (else None) and
+    how many real persons are only on either side. Returns (skipped, summary, the listed rows)."""
     if history.releases["group_id"].isna().any():
         return True, {}, set()
     assert history.hosting is not None
@@ -60,8 +63,8 @@ def naive_equivalence(history: History, bound: int) -> tuple[bool, dict, set]:
             combined = int((lifetime[only_a[0]] & lifetime[only_b[0]]).sum()) if lifetime else 1
         disclosing = e == 1 and e < bound and combined < bound
         if (e < bound and jb == last) or disclosing:
-            listed.add((ja, ga, jb, gb, e, only_a, only_b, combined,
-                        "disclosing link" if disclosing else "linked pair, no value disclosed"))
+            listed.add((ja, ga, jb, gb, e, only_a if e == 1 else None, only_b if e == 1 else None, len(only_a),
+                        len(only_b), combined, "disclosing link" if disclosing else "linked pair, no value disclosed"))
     es = [link[4] for link in links]
     summary = {"linked_pairs_checked": len(links), "linked_pairs_below_bound": sum(e < bound for e in es),
                "linked_pairs_new": sum(e < bound for (*_, jb, _, e, _, _) in links if jb == last), "bound": bound,
@@ -85,9 +88,10 @@ def test_equivalence_attack_follows_definitions_19_to_22(seed, bound, churn):
         assert "non-homogeneous" in report.summary["skipped"]
         return
     assert report.summary == summary
-    got = {(r["release_a"], r["group_a"], r["release_b"], r["group_b"], r["e"], r["only_a"], r["only_b"],
-            r["combined_size"], r["kind"]) for _, r in report.violations.iterrows()}
-    assert got == listed
+    got = [(r["release_a"], r["group_a"], r["release_b"], r["group_b"], r["e"], r["only_a"], r["only_b"],
+            r["n_only_a"], r["n_only_b"], r["combined_size"], r["kind"]) for _, r in report.violations.iterrows()]
+    assert set(got) == listed and len(got) == len(listed)
+    assert got == sorted(got, key=lambda row: row[:4])
     assert report.ok == (summary["disclosed"] == 0)
 
 
@@ -130,3 +134,36 @@ def upto(case: History, last: int) -> History:
 
     assert case.snapshots is not None and case.hosting is not None
     return History(case.spec, cut(case.releases), cut(case.counterfeits), cut(case.snapshots), cut(case.hosting))
+
+
+@settings(SETTINGS, max_examples=10)
+@given(SEEDS)
+def test_the_memo_keeps_live_the_classes_that_can_still_pair(seed):
+    """Release by release through the window: the memo's live rows are the whole classes with a member in the
+    last release (sorted by class), its cold rows the whole other classes, ``gone`` the persons of the cold rows; together every
+    genuine tuple published. A person who comes back brings its cold classes back (the reports equal the naive
+    reference throughout: ``test_equivalence_attack_follows_definitions_19_to_22``)."""
+    case = random_history(seed, releases=5)
+    assert case.hosting is not None
+    memo: dict = {}
+    for j in case.release_ids:
+        step = window(case, j, memo)
+        report = attacks.equivalence_attack(step, Bound(values=2))
+        memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
+        if "skipped" in report.summary:
+            return
+        live, cold, gone = memo[(LIVE, j)], memo[(COLD, j)], memo[(GONE, j)]
+        upto = case.hosting[case.hosting["release_id"] <= j]
+        present = set(case.hosting.loc[case.hosting["release_id"] == j, "id"])
+        classes = upto.groupby(["release_id", "group_id"])["id"].apply(frozenset)
+        alive = {k for k, members in classes.items() if members & present}
+        assert members_by_class(live) == {k: classes[k] for k in alive}
+        assert live.sort_values(["release_id", "group_id"], kind="stable").index.equals(live.index)  # by class
+        assert members_by_class(cold) == {k: v for k, v in classes.items() if k not in alive}
+        assert list(gone["id"]) == sorted(set(cold["id"]))
+
+
+def members_by_class(rows) -> dict:
+    """``(release_id, group_id) -> frozenset of ids`` of memo member rows (each row once)."""
+    assert not rows.duplicated(["release_id", "group_id", "id"]).any()
+    return {(int(r), int(g)): frozenset(ids) for (r, g), ids in rows.groupby(["release_id", "group_id"])["id"]}

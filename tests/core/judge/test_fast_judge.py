@@ -5,6 +5,7 @@ memo) against runs from scratch."""
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_judge import history_of
+from dagster_privrelease.core import intervals
 from dagster_privrelease.core.encoding import encode
 from dagster_privrelease.core.grouping import pack_bits, unpack_bits
 from dagster_privrelease.core.intervals import contained_union
@@ -130,13 +132,21 @@ def test_contained_union_is_the_or_over_containing_boxes(seed):
     np.testing.assert_array_equal(got, expected)
 
 
+#: ``intervals.contained_union``'s knobs, small enough that a random history's few boxes take every path of its
+#: sweep (many blocks, no widest pass, every bit common or every bit rare); the defaults ({"_BOX_BLOCK": 1024}) too.
+SWEEP_KNOBS = st.sampled_from([{"_BOX_BLOCK": 1024}, {"_BOX_BLOCK": 2, "_WIDEST": 0, "_RARE": 0.3, "_POINT_CHUNK": 3},
+                               {"_BOX_BLOCK": 1, "_WIDEST": 1, "_RARE": 1.1}, {"_BOX_BLOCK": 3, "_RARE": 0.0}])
+
+
 @PROPERTY
-@given(SEEDS)
-def test_candidate_sets_follow_definition_15(seed):
+@given(SEEDS, SWEEP_KNOBS)
+def test_candidate_sets_follow_definition_15(seed, knobs):
     history = random_history(seed)
-    for j in history.release_ids:
-        _, css = attacks.candidate_sets(history, j)
-        np.testing.assert_array_equal(css, naive_candidate_sets(history, j))
+    with mock.patch.multiple(intervals, **knobs):
+        for j in history.release_ids:
+            _, css = attacks.candidate_sets(history, j)
+            assert css.dtype == bool and css.flags.c_contiguous
+            np.testing.assert_array_equal(css, naive_candidate_sets(history, j))
 
 
 @PROPERTY

@@ -11,6 +11,7 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -284,3 +285,24 @@ def test_m_distinct_window_reads_no_earlier_release():
         else:
             li_zhou.m_distinct(step, cus, m=2)
         memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
+
+
+def test_sug_window_reads_a_memo_of_the_earlier_long_form():
+    """A store written before the forward weights were dense (``row, value, weight``: the positive weights only)
+    is judged as the dense memo is: each release's window over the long form equals the complete history."""
+    history = random_history(13, releases=5)
+    cus = random_update_sets(13)
+    expected = sug.sug_attack(complete(history), Bound(values=2), update_sets=cus)
+    memo: dict = {}
+    got = None
+    for j in history.release_ids:
+        step = window(history, j, memo)
+        got = sug.sug_attack(step, Bound(values=2), update_sets=cus)
+        memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
+        dense = memo[(sug.FORWARD, j)]
+        weights = dense.drop(columns="row").to_numpy()
+        rows, values = np.nonzero(weights > 0)
+        memo[(sug.FORWARD, j)] = parquet(pd.DataFrame({"row": dense["row"].to_numpy()[rows], "value": values,
+                                                       "weight": weights[rows, values]}))
+    assert got is not None
+    assert_same_report(got, expected)

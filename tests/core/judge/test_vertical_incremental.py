@@ -335,3 +335,115 @@ def test_the_models_verifiers_and_attacks_through_the_window_equal_the_complete_
     for a, b in zip(got, expected, strict=True):
         assert_same_report(a, b)
     assert all(r.ok for r in got), [(r.name, r.summary) for r in got if not r.ok]  # Theorems 4.1 and 4.3
+
+
+# ------------------------------------------------------------- the fast paths of Theorem 4.3's check and the attack
+
+
+def _units(counts: np.ndarray) -> np.ndarray:
+    """Type of every unit (row or tuple) when type k has ``counts[k]`` of them."""
+    return np.repeat(np.arange(len(counts)), counts)
+
+
+def _perfect(edges: np.ndarray, left: np.ndarray, right: np.ndarray) -> bool:
+    """A perfect matching of the units ``left`` with the units ``right`` (types), ``edges`` (types x types) the
+    allowed type pairs: scipy's Hopcroft-Karp on the explicit unit graph, from the definition."""
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    if len(left) != len(right):
+        return False
+    if not len(left):
+        return True
+    unit = edges[left[:, None], right[None, :]].astype(np.int8)
+    match = maximum_bipartite_matching(csr_array(unit), perm_type="column")
+    return bool((match >= 0).all())
+
+
+@PROPERTY
+@given(SEEDS, st.integers(1, 4), st.booleans())
+def test_sweep_pairs_are_every_containment(seed, d, nans):
+    """``sweep_pairs`` (the edges of ``admits_world``, the first column a block, and of the vertical attacks)
+    lists exactly the (point, box) pairs with the point in the box on every column, once each (NaN inside
+    nothing, as ``intervals.contained_pairs``), boxes in order and points in rank order per box."""
+    from dagster_privrelease.core.judge.attacks.vertical import sweep_pairs
+
+    rng = np.random.default_rng(seed)
+    n, b = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+    points = rng.integers(0, 5, (n, d)).astype(np.float64)
+    lo = rng.integers(-1, 5, (b, d)).astype(np.float64)
+    hi = lo + rng.integers(-1, 4, (b, d))  # a few empty boxes (hi < lo) too
+    lo[:, 0] = hi[:, 0] = rng.integers(0, 3, b)  # the block column: exact
+    if nans:
+        points[rng.random((n, d)) < 0.1] = np.nan
+        lo[rng.random((b, d)) < 0.1] = np.nan
+        hi[rng.random((b, d)) < 0.1] = np.nan
+    order, box, rank = sweep_pairs(points, lo, hi)
+    got = sorted(zip(order[rank].tolist(), box.tolist(), strict=True))
+    inside = ((lo[None, :, :] <= points[:, None, :]) & (points[:, None, :] <= hi[None, :, :])).all(axis=2)
+    where = np.nonzero(inside)
+    assert got == sorted(zip(where[0].tolist(), where[1].tolist(), strict=True))
+    key = box * (n + 1) + rank
+    assert (np.diff(key) > 0).all()  # CSR order, no duplicate
+
+
+@PROPERTY
+@given(SEEDS)
+def test_admitted_is_a_perfect_matching_of_the_rows_and_tuples(seed):
+    """``_admitted`` (the verdict of ``admits_world``, block by block in chunks) against a perfect matching of the
+    explicit rows and tuples (every type expanded to its count) under the containment of the definition."""
+    import dagster_privrelease.core.judge.verifiers.shmueli_tassa as verifier
+
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 3))
+    nb, npt = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+    blocks = int(rng.integers(1, 4))
+    lo = rng.integers(0, 4, (nb, d)).astype(np.float64)
+    boxes = np.column_stack([rng.integers(0, blocks, nb), lo, lo + rng.integers(0, 3, (nb, d))]).astype(np.float64)
+    points = np.column_stack([rng.integers(0, blocks, npt), rng.integers(0, 5, (npt, d))]).astype(np.float64)
+    box_count = rng.integers(1, 4, nb)
+    npt = min(npt, int(box_count.sum()))  # as many tuples as rows (``admits_world`` checks it first)
+    points = points[:npt]
+    point_count = rng.multinomial(int(box_count.sum()) - npt, np.ones(npt) / npt) + 1
+    inside = ((boxes[None, :, : 1 + d] <= points[:, None, :]) & (points[:, None, :] <= np.concatenate(
+        [boxes[:, :1], boxes[:, 1 + d:]], axis=1)[None, :, :])).all(axis=2)
+    expected = _perfect(np.asarray(inside), _units(point_count), _units(box_count))
+    old = verifier._CHUNK_EDGES
+    try:
+        for chunk in (1, old):  # one chunk per block, and every block at once
+            verifier._CHUNK_EDGES = chunk
+            assert verifier._admitted(boxes, box_count, points, point_count, d) == expected
+    finally:
+        verifier._CHUNK_EDGES = old
+
+
+@PROPERTY
+@given(SEEDS, st.booleans())
+def test_allowed_type_edges_are_the_edges_of_some_perfect_matching(seed, shuffled):
+    """``_allowed_type_edges`` (the possible-world attack's pruning) against the definition: a type edge (l, r)
+    lies on some perfect matching of the units iff one unit of l and one of r matched to each other leave a
+    perfect matching of the rest; None iff there is no perfect matching. Edges in CSR order or shuffled."""
+    from dagster_privrelease.core.judge.attacks.vertical import _allowed_type_edges
+
+    rng = np.random.default_rng(seed)
+    n_left, n_right = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    left_count = rng.integers(1, 4, n_left)
+    total = int(left_count.sum())
+    n_right = min(n_right, total)  # as many rows as individuals (a bijective release)
+    right_count = rng.multinomial(total - n_right, np.ones(n_right) / n_right) + 1
+    edges: np.ndarray = rng.random((n_left, n_right)) < 0.6
+    left, right = np.nonzero(edges)
+    if shuffled:
+        perm = rng.permutation(len(left))
+        left, right = left[perm], right[perm]
+    got = _allowed_type_edges(n_left, n_right, left, right, left_count.astype(np.int64),
+                              right_count.astype(np.int64))
+    units_l, units_r = _units(left_count), _units(right_count)
+    if not _perfect(edges, units_l, units_r):
+        assert got is None
+        return
+    assert got is not None
+    for k, (a, b) in enumerate(zip(left, right, strict=True)):
+        rest_l = np.delete(units_l, np.flatnonzero(units_l == a)[0])
+        rest_r = np.delete(units_r, np.flatnonzero(units_r == b)[0])
+        assert bool(got[k]) == _perfect(edges, rest_l, rest_r)

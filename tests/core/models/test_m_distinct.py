@@ -22,7 +22,7 @@ from dagster_privrelease.core.judge.history import Bound, History
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.models import m_distinct as md
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
-from dagster_privrelease.core.spec import Spec, parse_spec, validate_snapshot
+from dagster_privrelease.core.spec import BoundSpec, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SpecError
 from dagster_privrelease.storage import ReleaseStore
 from tests.fixtures import li_zhou as lz
@@ -36,7 +36,7 @@ def _stamp(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
     return frame
 
 
-def paper_spec(**params) -> Spec:
+def paper_spec(**params) -> BoundSpec:
     """The fixture's columns (Name, Zip, H, Disease) under m_distinct with the CUS of Example 5."""
     raw = {
         "name": "li_zhou", "id": "Name", "sensitive": {"name": "Disease", "values": list(lz.DISEASES)},
@@ -112,9 +112,10 @@ def test_diff_of_tables_i_and_ii():
     assert grown.inserted.sum() == 2 and grown.deleted == 0  # Ken is not in T(1) any more, Ann is new
 
 
-def _previous_table_iii(spec: Spec) -> PreviousRelease:
+def _previous_table_iii(spec: BoundSpec) -> PreviousRelease:
     """Release 1 is the paper's Table III (T*1 over Table I), its hosting groups as printed."""
     hosting = lz.history().hosting
+    assert hosting is not None
     hosting = hosting[hosting["release_id"] == 1].drop(columns="release_id").reset_index(drop=True)
     empty = pd.DataFrame({"group_id": pd.Series(dtype=np.int64), "count": pd.Series(dtype=np.int64)})
     return PreviousRelease(1, validate_snapshot(lz.table_1(), spec), lz.table_3().drop(columns="release_id"),
@@ -160,14 +161,15 @@ def test_tables_iii_and_iv_disclose_under_the_sug_attack():
     assert "Julia" in set(distinct.violations["Name"])
 
 
-def _release_2() -> tuple[Spec, Release]:
+def _release_2() -> tuple[BoundSpec, Release]:
     spec = paper_spec()
     return spec, md.publish(validate_snapshot(lz.table_2(), spec), spec, _previous_table_iii(spec),
                             release_rng(spec, 2))
 
 
-def _history_after_table_iii(spec: Spec, release: Release, counterfeits: pd.DataFrame | None = None) -> History:
+def _history_after_table_iii(spec: BoundSpec, release: Release, counterfeits: pd.DataFrame | None = None) -> History:
     base = lz.history()
+    assert base.hosting is not None
     first = base.hosting[base.hosting["release_id"] == 1]
     r2 = release.counterfeits if counterfeits is None else counterfeits
     return History(spec, pd.concat([lz.table_3(), _stamp(release.table, 2)], ignore_index=True), _stamp(r2, 2),
@@ -308,6 +310,7 @@ def run(snapshots: list[pd.DataFrame], spec: Spec) -> tuple[History, list[Releas
                            ("snapshots", snapshot), ("hosting", release.hosting)):
             parts[key].append(_stamp(frame, release_id))
         previous = PreviousRelease(release_id, snapshot, release.table, release.counterfeits, release.hosting)
+    assert isinstance(spec, BoundSpec)  # bound to the last snapshot
     history = History(spec, *(pd.concat(parts[k], ignore_index=True) for k in
                               ("releases", "counterfeits", "snapshots", "hosting")))
     return history, releases
@@ -356,7 +359,7 @@ def test_create_buckets_adds_the_highest_scored_intersection():
     spec = parse_spec({"name": "t", "id": "pid", "sensitive": {"name": "s", "values": values},
                        "quasi_identifiers": {"age": {"type": "numeric"}},
                        "model": {"name": "m_distinct", "m": 2, "update_sets": TREE}})
-    C = md.cus_matrix(spec)
+    C = md.cus_matrix(spec.bind(pd.DataFrame({"pid": [1], "age": [30], "s": [values[0]]})))
     code = {v: i for i, v in enumerate(values)}
     buckets = md.create_buckets([(code["r1"], code["r2"]), (code["r2"], code["r3"])], C)
     assert len(buckets.entries) == 3
@@ -524,23 +527,29 @@ def _naive_cut(X: np.ndarray, entry: np.ndarray, value: np.ndarray, node: np.nda
     return chosen
 
 
+def _nodes(rng: np.random.Generator, s: int, d: int, V: int, deltas: list[int],
+           scale: int = 1) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """Random split nodes of δ x s rows each (one per δ of ``deltas``): ``(nodes, entry, value, X)``, a value
+    per row with at most δ of each and some open counterfeits (-1, their QIs NaN), QIs in ``{0..3} / scale``."""
+    nodes, entries, values, rows = [], [], [], 0
+    for delta in deltas:
+        nodes.append(rows + rng.permutation(delta * s))
+        entries.append(np.tile(np.arange(s), delta))
+        values.append(np.where(rng.random(delta * s) < 0.2, -1, rng.permutation(np.arange(delta * s) % V)))
+        rows += delta * s
+    entry, value = np.concatenate(entries), np.concatenate(values)
+    X = rng.integers(0, 4, size=(rows, d)).astype(np.float64) / scale
+    X[value < 0] = np.nan
+    return nodes, entry, value, X
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_batched_eq4_cuts_match_each_node_alone_and_the_definition(data):
     """Nodes of different δ padded into one batch get the cut each gets from eq. 4's definition."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     s, d, V = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), 5
-    deltas = data.draw(st.lists(st.integers(2, 7), min_size=1, max_size=4))
-    nodes, entries, values, rows = [], [], [], 0
-    for delta in deltas:
-        nodes.append(rows + rng.permutation(delta * s))
-        entries.append(np.tile(np.arange(s), delta))
-        # a value per row, at most δ of each, some open counterfeits (-1)
-        values.append(np.where(rng.random(delta * s) < 0.2, -1, rng.permutation(np.arange(delta * s) % V)))
-        rows += delta * s
-    entry, value = np.concatenate(entries), np.concatenate(values)
-    X = rng.integers(0, 4, size=(rows, d)).astype(np.float64)
-    X[value < 0] = np.nan
+    nodes, entry, value, X = _nodes(rng, s, d, V, data.draw(st.lists(st.integers(2, 7), min_size=1, max_size=4)))
     Xa, va = np.vstack([X, np.full((1, d), np.nan)]), np.r_[value, -1]
     batch = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
     for node, cut in zip(nodes, batch, strict=True):
@@ -582,3 +591,58 @@ def test_copies_are_filled_as_one_record_at_a_time_would(data):
     np.testing.assert_array_equal(out_b, ref_b)
     np.testing.assert_array_equal(out_e, ref_e)
     np.testing.assert_array_equal(cnt, ref_cnt)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_radix_sorted_eq4_cuts_match_the_float_sort_and_the_definition(data):
+    """``sort_ranks`` (small-integer keys, radix-sorted from ``RADIX_FROM`` on) gives the cut of the float keys
+    and of eq. 4's definition, NaN (open counterfeits) and ties included."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    s, d, V = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), 5
+    deltas = data.draw(st.lists(st.integers(md.RADIX_FROM - 2, md.RADIX_FROM + 6), min_size=1, max_size=3))
+    nodes, entry, value, X = _nodes(rng, s, d, V, deltas, scale=3)
+    Xa, va = np.vstack([X, np.full((1, d), np.nan)]), np.r_[value, -1]
+    ranks = md.sort_ranks(Xa)
+    assert ranks is not None and ranks.dtype == np.uint8
+    radix = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V, ranks)
+    floats = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
+    for node, got, ref in zip(nodes, radix, floats, strict=True):
+        naive = _naive_cut(X, entry, value, node, s)
+        assert (got is None) == (ref is None) == (naive is None)
+        if got is not None and ref is not None and naive is not None:
+            for a, b in ((got, ref), (got, naive)):
+                np.testing.assert_array_equal(np.sort(a[0]), np.sort(b[0]))
+                np.testing.assert_array_equal(np.sort(a[1]), np.sort(b[1]))
+            np.testing.assert_array_equal(got[0], ref[0])  # the same permutation, not only the same halves
+            np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_candidate_pairs_match_the_loop_over_kinds():
+    """``candidate_pairs`` (every kind at once) against Algorithm 3's candidate pairs listed one kind, one bucket,
+    one entry at a time, on buckets with overlapping entries and new records."""
+    rng = np.random.default_rng(7)
+    V = 6
+    C = np.eye(V, dtype=bool)
+    C[0, 1] = C[1, 0] = C[2, 3] = C[3, 2] = True  # CUSs {0,1}, {2,3}, {4}, {5}
+    signatures = [(0, 0, 2), (0, 2, 4), (2, 4, 5), (0, 2, 5)]
+    buckets = md.create_buckets(signatures, C)
+    n = 300
+    prev_uss = rng.integers(-1, len(signatures), size=n)
+    codes = rng.integers(0, V, size=n)
+    for strict in (False, True):
+        record, bucket, entry, count = md.candidate_pairs(buckets, prev_uss, codes, strict)
+        open_to_new = buckets.disjoint if strict else np.ones(len(buckets.entries), dtype=bool)
+        ref_r, ref_b, ref_e, ref_c = [], [], [], []
+        for t in range(n):
+            usable = buckets.implied[prev_uss[t]] if prev_uss[t] >= 0 else open_to_new
+            found = 0
+            for b in np.flatnonzero(usable):
+                ks = np.flatnonzero(buckets.allowed[b][:, codes[t]])
+                ref_r += [t] * len(ks)
+                ref_b += [b] * len(ks)
+                ref_e += ks.tolist()
+                found += bool(len(ks))
+            ref_c.append(found)
+        for got, ref in ((record, ref_r), (bucket, ref_b), (entry, ref_e), (count, ref_c)):
+            np.testing.assert_array_equal(got, np.array(ref, dtype=np.int64))

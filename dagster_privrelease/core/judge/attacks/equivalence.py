@@ -6,13 +6,25 @@ on the other (the same multiset of values). A link discloses when, for e = 1, th
 candidate sets (``intersection``) share fewer values than the bound (the interior attack, Def. 22).
 
 Judged release by release (issue #12): the pairs of classes (a, b) with b in release n are found from release
-n and the attack's memo of release n-1 (``_State``: every earlier class's members and signature, how many linked
-pairs there are of each e, and the 1-equivalences, whose disclosure is judged again each release because the
-lifetime candidate sets shrink). The window of ``pipeline.judge`` (releases n-1 and n) suffices.
+n and the attack's memo of release n-1 (``_State``), and the cost of judging release n is that of release n and
+of the classes it can still pair with, not that of the history:
+
+- only the *live* classes are worked on: those with a member in release n-1, kept whole (every member, also
+  those who left). A class none of whose members is in release n-1 (a *cold* class) pairs with a class b of
+  release n only through a person of b who was in it, so only when somebody comes back (``_pull_returners``,
+  proof there); its rows wait in the memo, untouched (one Parquet round trip, no work) until then.
+- the 1-equivalences keep the size of their people's lifetime candidate sets, judged again only for the links
+  of a person of release n, the only people whose lifetime sets release n narrows (``_judge_links``).
+- the report spells out the persons of the 1-equivalences only (the linked people of Example 9, and every
+  disclosure); a linked pair of e > 1 is listed with how many real persons are only on each side
+  (``n_only_a``, ``n_only_b``), which the classes' sizes give without reading a member (``equivalence_attack``).
+
+The window of ``pipeline.judge`` (releases n-1 and n) suffices.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,33 +36,49 @@ from ..history import Bound, History, Report
 from ..report import skipped
 from .intersection import NO_DISCLOSURE, intersection_runs
 
-#: The memo names of the attack (``History.memo``): the members of every class, the signatures, the
-#: 1-equivalences, the linked pairs of the last release and the counts of linked pairs per e with the status.
-MEMBERS, SIGNATURES, LINKS, RECENT, TALLY = ("equivalence", "equivalence.signatures", "equivalence.links",
-                                             "equivalence.recent", "equivalence.tally")
+#: The memo names of the attack (``History.memo``): the rows of the live classes, those of the cold classes, the
+#: persons with a cold row, the signatures, the 1-equivalences, the linked pairs of the last release and the
+#: counts of linked pairs per e with the status.
+LIVE, COLD, GONE, SIGNATURES, LINKS, RECENT, TALLY = (
+    "equivalence.live", "equivalence.cold", "equivalence.gone", "equivalence.signatures", "equivalence.ones",
+    "equivalence.new", "equivalence.tally")
+NAMES = (LIVE, COLD, GONE, SIGNATURES, LINKS, RECENT, TALLY)
 
 #: ``_State.status``: every release so far homogeneous, or one was not (the attack is skipped from then on).
 OK, NON_HOMOGENEOUS = 0, 1
 
 _NON_HOMOGENEOUS = "non-homogeneous release: Defs. 18-20 are stated over classes"
 
+#: The columns of a member row (``_State.live``, ``_State.cold``) besides the person's id.
+_MEMBER_COLUMNS = ("release_id", "group_id", "sig", "size", "real")
+#: The keys of a pair of classes.
+_KEYS = ["release_a", "group_a", "release_b", "group_b"]
+
 
 @dataclass
 class _State:
     """What the attack keeps of releases 1..j (its memo of release j), a function of those releases alone.
 
-    members:    one row per hosting row (a genuine tuple in its class): ``id, release_id, group_id, sig`` (its
-                class's signature, a row of ``signatures``), ``size`` (the class's published rows, counterfeits
-                included), ``real`` (its genuine tuples).
+    live:       one row per hosting row (a genuine tuple in its class) of every class with a member in release j:
+                ``id, release_id, group_id, sig`` (its class's signature, a row of ``signatures``), ``size`` (the
+                class's published rows, counterfeits included), ``real`` (its genuine tuples); sorted by class
+                (``release_id, group_id``). A class is entirely here or entirely in ``cold``.
+    cold:       the same rows of the other classes (none of their members is in release j), in the order they
+                went cold.
+    gone:       the distinct ids of the persons with a row in ``cold``, sorted.
     signatures: the distinct value-count rows U_k of the classes seen (signatures x ``spec.sensitive_values``).
     links:      the 1-equivalences found (``release_a, group_a, release_b, group_b, person_a, person_b``: the one
-                person only in class a, and the one only in class b).
-    recent:     the linked pairs release j added (``release_a, group_a, release_b, group_b, e``; release_b = j).
+                person only in class a, and the one only in class b; ``combined``: the size of the intersection of
+                their lifetime candidate sets after release j, 1 without snapshots).
+    recent:     the linked pairs release j added (``release_a, group_a, release_b, group_b, e, n_only_a,
+                n_only_b``; release_b = j; ``n_only_a``: the real persons only in class a).
     e:          ``e[k]``: how many linked pairs (both sides holding a real person, ``0 < e``) have e = k.
     status:     ``OK`` or ``NON_HOMOGENEOUS`` (then the frames are empty).
     """
 
-    members: pd.DataFrame
+    live: pd.DataFrame
+    cold: pd.DataFrame
+    gone: np.ndarray
     signatures: np.ndarray
     links: pd.DataFrame
     recent: pd.DataFrame
@@ -62,15 +90,15 @@ def _empty_state(history: History, status: int = OK) -> _State:
     """The state before release 1 (or of a history the attack is skipped on). O(1)."""
     ident = history.spec.id
     kind = history.hosting[ident].dtype if history.hosting is not None else np.dtype(object)
-    ints = {c: pd.Series([], dtype=np.int64) for c in ("release_id", "group_id", "sig", "size", "real")}
+    ints = {c: pd.Series([], dtype=np.int64) for c in _MEMBER_COLUMNS}
     members = pd.DataFrame({ident: pd.Series([], dtype=kind), **ints})
-    links = pd.DataFrame({**{c: pd.Series([], dtype=np.int64) for c in ("release_a", "group_a", "release_b",
-                                                                         "group_b")},
-                          "person_a": pd.Series([], dtype=kind), "person_b": pd.Series([], dtype=kind)})
-    recent = pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("release_a", "group_a", "release_b", "group_b",
-                                                                       "e")})
+    links = pd.DataFrame({**{c: pd.Series([], dtype=np.int64) for c in _KEYS},
+                          "person_a": pd.Series([], dtype=kind), "person_b": pd.Series([], dtype=kind),
+                          "combined": pd.Series([], dtype=np.int64)})
+    recent = pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in (*_KEYS, "e", "n_only_a", "n_only_b")})
     width = len(history.spec.sensitive_values)
-    return _State(members, np.zeros((0, width), dtype=np.int64), links, recent, np.zeros(1, dtype=np.int64), status)
+    return _State(members, members.copy(), np.zeros(0, dtype=kind), np.zeros((0, width), dtype=np.int64), links,
+                  recent, np.zeros(1, dtype=np.int64), status)
 
 
 def _signature_codes(known: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,9 +122,9 @@ def _signature_codes(known: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
 
 def _release_members(history: History, state: _State, table: pd.DataFrame,
                      release_id: int) -> tuple[pd.DataFrame, np.ndarray]:
-    """Release j's genuine tuples as ``members`` rows (``_State``), and the signatures with j's new ones. The
-    classes of j: its published rows (``table``) by ``group_id``; U_k their value counts (a null value counts nowhere).
-    O(n_j log n_j + classes_j x values + signatures x values)."""
+    """Release j's genuine tuples as member rows (``_State.live``), sorted by class, and the signatures with j's
+    new ones. The classes of j: its published rows (``table``) by ``group_id``; U_k their value counts (a null
+    value counts nowhere). O(n_j log n_j + classes_j x values + signatures x values)."""
     spec = history.spec
     assert history.hosting is not None
     width = len(spec.sensitive_values)
@@ -107,59 +135,132 @@ def _release_members(history: History, state: _State, table: pd.DataFrame,
     counts = counts.reshape(len(groups), width).astype(np.int64)
     sig, signatures = _signature_codes(state.signatures, counts)
     host = history.hosting[history.hosting["release_id"] == release_id]
-    group = host["group_id"].to_numpy(np.int64)
+    order = np.argsort(host["group_id"].to_numpy(np.int64), kind="stable")  # by class, as ``_State.live``
+    group = host["group_id"].to_numpy(np.int64)[order]
     cls = np.searchsorted(groups, group)
     real = np.bincount(cls, minlength=len(groups))
-    return pd.DataFrame({spec.id: host[spec.id].to_numpy(), "release_id": np.int64(release_id), "group_id": group,
-                         "sig": sig[cls], "size": counts.sum(axis=1)[cls], "real": real[cls]}), signatures
+    return pd.DataFrame({spec.id: host[spec.id].to_numpy()[order], "release_id": np.int64(release_id),
+                         "group_id": group, "sig": sig[cls], "size": counts.sum(axis=1)[cls],
+                         "real": real[cls]}), signatures
 
 
-def _new_pairs(history: History, old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+def _keys(members: pd.DataFrame) -> np.ndarray:
+    """The class key (``grouping.group_keys``) of each member row. O(rows)."""
+    return group_keys(members["release_id"].to_numpy(), members["group_id"].to_numpy())
+
+
+def _runs(key: np.ndarray) -> np.ndarray:
+    """Where each run of equal ``key`` starts (rows sorted by class: one run per class). O(rows)."""
+    return np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+
+
+def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """``(live, cold, gone)`` of ``state`` with the cold classes of the persons ``ids`` of release n who come back
+    (they have a cold row) moved, whole, to the live rows.
+
+    Why only those: a pair (a, b), b in release n, is an instance only when a and b share a person p (else e is
+    the whole class, ``equivalence_attack``), and p is then in release n. When a is cold, none of its members is
+    in release n-1, so p came back in release n and has a cold row (a's): p is in ``gone``, and a is moved here.
+    So every class that pairs with release n is live after this, whole, with its every member (the one person of
+    a 1-equivalence is found among them, ``_lone_persons``). Cost: O(ids log gone) to find who comes back; only
+    when somebody does, O(cold + live log live) to move the classes, sort the live rows by class again and
+    rebuild ``gone``."""
+    live, cold, gone = state.live, state.cold, state.gone
+    if not len(gone) or not len(ids):
+        return live, cold, gone
+    at = np.minimum(np.searchsorted(gone, ids), len(gone) - 1)
+    back = ids[gone[at] == ids]
+    if not len(back):
+        return live, cold, gone
+    key = _keys(cold)
+    pull = pd.Index(np.unique(key[cold[ident].isin(back).to_numpy()])).get_indexer(key) >= 0
+    live = pd.concat([live, cold[pull]], ignore_index=True)
+    live = live.take(np.argsort(_keys(live), kind="stable")).reset_index(drop=True)  # by class again
+    cold = cold[~pull].reset_index(drop=True)
+    return live, cold, np.unique(cold[ident].to_numpy())
+
+
+def _retire(ident: str, live: pd.DataFrame, starts: np.ndarray, at: np.ndarray, new: pd.DataFrame,
+            cold: pd.DataFrame, gone: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """``(live, cold, gone)`` after release n (its member rows ``new``): a live class (rows sorted by class,
+    classes starting at ``starts``) none of whose members is in release n (``at[i]``: where the person of live
+    row i is in ``new``, -1 when absent) goes cold, whole; release n's classes are live, after the others (keys
+    grow with the release). O(live) (one ``logical_or.reduceat``), O(cold) to append the retired rows (a copy,
+    no work), O(gone + retired log retired) to merge their persons into ``gone``."""
+    sizes = np.diff(np.r_[starts, len(live)])
+    alive = np.repeat(np.logical_or.reduceat(at >= 0, starts), sizes) if len(starts) else np.zeros(0, dtype=bool)
+    retired = live[~alive]
+    live = pd.concat([live[alive], new], ignore_index=True)
+    if len(retired):
+        cold = pd.concat([cold, retired], ignore_index=True) if len(cold) else retired.reset_index(drop=True)
+        left = np.unique(retired[ident].to_numpy())
+        if len(gone):
+            merged = np.sort(np.concatenate([gone, left]), kind="stable")  # two sorted runs: one merge
+            left = merged[np.r_[True, merged[1:] != merged[:-1]]]
+        gone = left
+    return live, cold, gone
+
+
+def _new_pairs(old: pd.DataFrame, key: np.ndarray, new: pd.DataFrame, at: np.ndarray) -> dict[str, np.ndarray]:
     """The pairs of classes (a earlier, b in the new release) with the same signature that share a person, and
-    what they share: ``key_a`` (``grouping.group_keys``), ``release_a, group_a, group_b, common, size, real_a,
-    real_b``. Each earlier row of a person of the new release looks its person up there (one hash look-up: a
-    person is in one class of a release) and is kept when the signatures agree; the kept rows are counted per
-    (a, b) after one sort. O(memo) for the look-up, then O(shared rows log), the shared rows being each person's
-    earlier classes with its signature."""
-    ident = history.spec.id
-    at = pd.Index(new[ident].to_numpy()).get_indexer(old[ident].to_numpy())
+    what they share: ``key_a`` (``grouping.group_keys``, ``key`` of the earlier rows), ``release_a, group_a,
+    group_b, common, size, real_a, real_b``. ``at[i]``: where the person of earlier row i is in ``new`` (one hash
+    look-up each: a person is in one class of a release), -1 when absent; a row is kept when the signatures
+    agree, and the kept rows are counted per (a, b) after one sort. O(old) for the look-up, then O(shared rows
+    log), the shared rows being each person's earlier live classes with its signature."""
     seen = np.flatnonzero(at >= 0)
     at = at[seen]
     same = old["sig"].to_numpy(np.int64)[seen] == new["sig"].to_numpy(np.int64)[at]
     seen, at = seen[same], at[same]
-    key_a = group_keys(old["release_id"].to_numpy()[seen], old["group_id"].to_numpy()[seen])
+    key_a = key[seen]
     group_b = new["group_id"].to_numpy(np.int64)[at]
     order = np.lexsort((group_b, key_a))
     key_a, group_b, seen, at = key_a[order], group_b[order], seen[order], at[order]
     start = np.flatnonzero(np.r_[True, (key_a[1:] != key_a[:-1]) | (group_b[1:] != group_b[:-1])]) if len(order) \
         else np.zeros(0, dtype=np.int64)
     first, firstb = seen[start], at[start]
-    return pd.DataFrame({"key_a": key_a[start], "release_a": old["release_id"].to_numpy(np.int64)[first],
-                         "group_a": old["group_id"].to_numpy(np.int64)[first], "group_b": group_b[start],
-                         "common": np.diff(np.r_[start, len(order)]), "size": old["size"].to_numpy(np.int64)[first],
-                         "real_a": old["real"].to_numpy(np.int64)[first],
-                         "real_b": new["real"].to_numpy(np.int64)[firstb]})
+    return {"key_a": key_a[start], "release_a": old["release_id"].to_numpy(np.int64)[first],
+            "group_a": old["group_id"].to_numpy(np.int64)[first], "group_b": group_b[start],
+            "common": np.diff(np.r_[start, len(order)]), "size": old["size"].to_numpy(np.int64)[first],
+            "real_a": old["real"].to_numpy(np.int64)[first], "real_b": new["real"].to_numpy(np.int64)[firstb]}
 
 
-def _only_persons(history: History, links: pd.DataFrame, mine: pd.DataFrame, other: pd.DataFrame,
-                  side: str) -> np.ndarray:
-    """For 1-equivalences (one row of ``links`` each, with ``key_a, key_b``), the one person of the class on
-    ``side`` ("a" or "b"; its members in ``mine``) who is not in the class on the other side (members in
-    ``other``). Two joins on the classes' keys: O(members of those classes)."""
-    ident = history.spec.id
-    here, there = ("key_a", "key_b") if side == "a" else ("key_b", "key_a")
-    rows = links[[here, there]].reset_index(names="link")
-    inside = rows.merge(mine.rename(columns={"key": here}), on=here)
-    shared = inside.merge(other.rename(columns={"key": there}), on=[there, ident], how="left", indicator=True)
-    alone = shared[shared["_merge"] == "left_only"].sort_values("link")
-    assert len(alone) == len(links), "a 1-equivalence has one person only on each side"
-    return alone[ident].to_numpy()
+def _expand(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``wanted[i]``, the rows of ``sorted_keys`` equal to it: ``(i, row)`` pairs, in order of i then
+    row. O(wanted log rows + pairs)."""
+    lo = np.searchsorted(sorted_keys, wanted, side="left")
+    count = np.searchsorted(sorted_keys, wanted, side="right") - lo
+    which = np.repeat(np.arange(len(wanted)), count)
+    return which, np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count) + np.repeat(lo, count)
+
+
+def _lone_persons(ids: np.ndarray, key: np.ndarray, at: np.ndarray, new_ids: np.ndarray, new_group: np.ndarray,
+                  key_a: np.ndarray, group_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For 1-equivalences (a, b) (``key_a``: class a among the earlier rows, whose persons are ``ids``, sorted by
+    class ``key``, ``at`` where each is in the new release or -1; ``group_b``: class b among the new rows
+    ``new_ids``, sorted by ``new_group``), the one person only in class a and the one only in class b. A member
+    of a is in b when its row of the new release is in group b; a member of b is in a when it is one of those.
+    O(links x class size + links log rows)."""
+    link, row = _expand(key, key_a)
+    there = at[row]
+    inside = np.zeros(len(row), dtype=bool)
+    inside[there >= 0] = new_group[there[there >= 0]] == group_b[link[there >= 0]]
+    alone_a = np.flatnonzero(~inside)
+    linkb, rowb = _expand(new_group, group_b)
+    shared = link[inside] * np.int64(len(new_ids)) + there[inside]
+    alone_b = np.flatnonzero(~np.isin(linkb * np.int64(len(new_ids)) + rowb, shared))
+    ones = np.arange(len(key_a))
+    assert np.array_equal(link[alone_a], ones) and np.array_equal(linkb[alone_b], ones), \
+        "a 1-equivalence has one person only on each side"
+    return ids[row[alone_a]], new_ids[rowb[alone_b]]
 
 
 def _fold(history: History, state: _State, release_id: int) -> _State:
-    """``state`` (releases before j) with release j folded in: its classes paired with every earlier class of
-    the same signature sharing a person (``_new_pairs``); e = |P_a| - |P_a and P_b| (counterfeits are persons of
-    their own, seen once). O(memo + shared rows + classes_j x values)."""
+    """``state`` (releases before j) with release j folded in: its classes paired with every live class of the
+    same signature sharing a person (``_pull_returners``, ``_new_pairs``); e = |P_a| - |P_a and P_b|
+    (counterfeits are persons of their own, seen once); then the classes without a member in j retired
+    (``_retire``). O(live + shared rows + classes_j x values), plus O(cold) copied (and, when somebody comes back,
+    scanned)."""
     if state.status == NON_HOMOGENEOUS:
         return state
     table = history.release(release_id)
@@ -167,101 +268,149 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
         return _empty_state(history, NON_HOMOGENEOUS)
     ident = history.spec.id
     new, signatures = _release_members(history, state, table, release_id)
-    pairs = _new_pairs(history, state.members, new)
-    common = pairs["common"].to_numpy(np.int64)
-    e = pairs["size"].to_numpy(np.int64) - common
-    linking = (e > 0) & (pairs["real_a"].to_numpy(np.int64) > common) & (pairs["real_b"].to_numpy(np.int64) > common)
+    live, cold, gone = _pull_returners(ident, state, new[ident].to_numpy())
+    key = _keys(live)
+    starts = _runs(key)
+    at = pd.Index(new[ident].to_numpy()).get_indexer(live[ident].to_numpy())
+    pairs = _new_pairs(live, key, new, at)
+    common = pairs["common"]
+    e = pairs["size"] - common
+    real_a, real_b = pairs["real_a"], pairs["real_b"]
+    linking = (e > 0) & (real_a > common) & (real_b > common)
     counts = np.bincount(e[linking]) if linking.any() else np.zeros(1, dtype=np.int64)
     tally = np.zeros(max(len(counts), len(state.e)), dtype=np.int64)
     tally[: len(counts)] += counts
     tally[: len(state.e)] += state.e
-    recent = pd.DataFrame({"release_a": pairs["release_a"].to_numpy(np.int64)[linking],
-                           "group_a": pairs["group_a"].to_numpy(np.int64)[linking], "release_b": np.int64(release_id),
-                           "group_b": pairs["group_b"].to_numpy(np.int64)[linking], "e": e[linking]})
-    ones = pairs[linking & (e == 1)].reset_index(drop=True)
+    recent = pd.DataFrame({"release_a": pairs["release_a"][linking],
+                           "group_a": pairs["group_a"][linking], "release_b": np.int64(release_id),
+                           "group_b": pairs["group_b"][linking], "e": e[linking],
+                           "n_only_a": (real_a - common)[linking], "n_only_b": (real_b - common)[linking]})
+    single = linking & (e == 1)
     links = state.links
-    if len(ones):
-        ones["key_b"] = group_keys(np.full(len(ones), release_id), ones["group_b"].to_numpy())
-        old = state.members.assign(key=group_keys(state.members["release_id"].to_numpy(),
-                                                  state.members["group_id"].to_numpy()))
-        old = old[old["key"].isin(ones["key_a"])][["key", ident]]
-        mine = new.assign(key=group_keys(new["release_id"].to_numpy(), new["group_id"].to_numpy()))
-        mine = mine[mine["key"].isin(ones["key_b"])][["key", ident]]
-        found = pd.DataFrame({"release_a": ones["release_a"].to_numpy(np.int64),
-                              "group_a": ones["group_a"].to_numpy(np.int64), "release_b": np.int64(release_id),
-                              "group_b": ones["group_b"].to_numpy(np.int64),
-                              "person_a": _only_persons(history, ones, old, mine, "a"),
-                              "person_b": _only_persons(history, ones, mine, old, "b")})
+    if single.any():
+        person_a, person_b = _lone_persons(live[ident].to_numpy(), key, at, new[ident].to_numpy(),
+                                           new["group_id"].to_numpy(np.int64), pairs["key_a"][single],
+                                           pairs["group_b"][single])
+        found = pd.DataFrame({"release_a": pairs["release_a"][single], "group_a": pairs["group_a"][single],
+                              "release_b": np.int64(release_id), "group_b": pairs["group_b"][single],
+                              "person_a": person_a, "person_b": person_b,
+                              "combined": np.ones(int(single.sum()), dtype=np.int64)})
         links = pd.concat([links, found], ignore_index=True) if len(links) else found
-    members = pd.concat([state.members, new], ignore_index=True) if len(state.members) else new
-    return _State(members, signatures, links, recent, tally, OK)
+    live, cold, gone = _retire(ident, live, starts, at, new, cold, gone)
+    return _State(live, cold, gone, signatures, links, recent, tally, OK)
+
+
+def _judge_links(history: History, state: _State, every: bool) -> _State:
+    """``state`` with ``links.combined`` after the last release n: the size of the intersection of both people's
+    lifetime candidate sets (``_lifetime_sizes``). A person's lifetime set changes only in a release whose
+    snapshot holds the person (``intersection_runs`` folds release j's individuals only), so only the links of
+    release n and those of a person of T(n) are judged again (``every``: all, after folding from scratch). Folds
+    the intersection runs' memo (``intersection_runs``), also without links, so that it goes on release by
+    release. O(runs seen + links judged); nothing without snapshots (``combined`` stays 1)."""
+    if history.snapshots is None:
+        return state
+    runs = intersection_runs(history)
+    links = state.links
+    if not len(links):
+        return state
+    ident, last = history.spec.id, history.release_ids[-1]
+    left, right = links["person_a"].to_numpy(), links["person_b"].to_numpy()
+    if every:
+        touched = np.ones(len(links), dtype=bool)
+    else:
+        present = pd.Index(history.snapshots.loc[history.snapshots["release_id"] == last, ident].to_numpy())
+        touched = ((links["release_b"].to_numpy(np.int64) == last) | (present.get_indexer(left) >= 0)
+                   | (present.get_indexer(right) >= 0))
+    combined = links["combined"].to_numpy(np.int64).copy()
+    combined[touched] = _lifetime_sizes(ident, runs, left[touched], right[touched])
+    return dataclasses.replace(state, links=links.assign(combined=combined))
+
+
+def _narrow(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``frame`` with its int ``columns`` as int32 (release and group ids, signature codes, sizes, e: all far below
+    2^31), which the store's Parquet writes and reads a third faster than int64; every reader widens them again
+    (``to_numpy(np.int64)``, ``group_keys``). O(rows)."""
+    narrow = {c: np.int32 for c in columns if c in frame.columns and frame[c].dtype != np.int32}
+    assert all(frame[c].abs().max() < 2**31 for c in narrow if len(frame)), "memo ints beyond int32"
+    return frame.astype(narrow) if narrow else frame
 
 
 def _encode(history: History, release_id: int, state: _State) -> None:
-    """Record ``state`` as the attack's memo of ``release_id`` (plain int and id columns, for Parquet; the
-    signatures as ``sig, value, count`` rows; the counts per e with the status on every row). O(memo)."""
+    """Record ``state`` as the attack's memo of ``release_id`` (plain int and id columns, for Parquet, the small
+    ints narrowed, ``_narrow``; the signatures as ``sig, value, count`` rows; the counts per e with the status on
+    every row). O(memo)."""
     sig, value = np.nonzero(state.signatures)
-    history.memo[(MEMBERS, release_id)] = state.members
+    history.memo[(LIVE, release_id)] = _narrow(state.live, _MEMBER_COLUMNS)
+    history.memo[(COLD, release_id)] = _narrow(state.cold, _MEMBER_COLUMNS)
+    history.memo[(GONE, release_id)] = pd.DataFrame({history.spec.id: state.gone})
     history.memo[(SIGNATURES, release_id)] = pd.DataFrame({
         "sig": sig.astype(np.int64), "value": value.astype(np.int64),
         "count": state.signatures[sig, value].astype(np.int64), "signatures": np.int64(len(state.signatures))})
-    history.memo[(LINKS, release_id)] = state.links
-    history.memo[(RECENT, release_id)] = state.recent
+    history.memo[(LINKS, release_id)] = _narrow(state.links, (*_KEYS, "combined"))
+    history.memo[(RECENT, release_id)] = _narrow(state.recent, (*_KEYS, "e", "n_only_a", "n_only_b"))
     history.memo[(TALLY, release_id)] = pd.DataFrame({"e": np.arange(len(state.e), dtype=np.int64),
                                                       "pairs": state.e, "status": np.int64(state.status)})
 
 
 def _decode(history: History, frames: list[pd.DataFrame | None]) -> _State | None:
-    """The ``_State`` of memo frames (``_encode``), None when one is missing. O(memo)."""
+    """The ``_State`` of memo frames (``_encode``, in the order of ``NAMES``), None when one is missing.
+    O(memo)."""
     if any(f is None for f in frames):
         return None
-    members, signatures, links, recent, tally = frames
-    assert members is not None and signatures is not None and links is not None and recent is not None
-    assert tally is not None
-    empty = _empty_state(history, int(tally["status"].iloc[0]) if len(tally) else OK)
+    live, cold, gone, signatures, links, recent, tally = frames
+    assert live is not None and cold is not None and gone is not None and signatures is not None
+    assert links is not None and recent is not None and tally is not None
+    status = int(tally["status"].iloc[0]) if len(tally) else OK
+    if not (len(live) and len(cold) and len(gone) and len(links) and len(recent)):  # empty frames lose their dtypes
+        empty = _empty_state(history, status)
+        live, cold = live if len(live) else empty.live, cold if len(cold) else empty.cold
+        gone = gone if len(gone) else pd.DataFrame({history.spec.id: empty.gone})
+        links, recent = links if len(links) else empty.links, recent if len(recent) else empty.recent
     rows = int(signatures["signatures"].iloc[0]) if len(signatures) else 0
     dense = np.zeros((rows, len(history.spec.sensitive_values)), dtype=np.int64)
     dense[signatures["sig"].to_numpy(np.int64), signatures["value"].to_numpy(np.int64)] = signatures["count"]
     e = np.zeros(max(1, len(tally)), dtype=np.int64)
     e[tally["e"].to_numpy(np.int64)] = tally["pairs"].to_numpy(np.int64)
-    return _State(members if len(members) else empty.members, dense, links if len(links) else empty.links,
-                  recent if len(recent) else empty.recent, e, empty.status)
+    return _State(live, cold, gone[history.spec.id].to_numpy(), dense, links, recent, e, status)
 
 
 def _state(history: History) -> _State:
     """The attack's memo of the last release n, recorded in ``history.memo``: read back when this history was
     attacked already, else the memo of release n-1 (``History.previous_memo``; through a window it must be
-    there) with release n folded in, else (a complete history without it) every release folded from release 1.
-    O(memo + release n's shared rows) with the memo; from scratch, that for every release."""
+    there) with release n folded in, else (a complete history without it) every release folded from release 1;
+    then the 1-equivalences judged (``_judge_links``). With the memo: O(live + cold copied + release n's shared
+    rows + links of T(n)'s people + runs seen); from scratch, that for every release."""
     ids = history.release_ids
-    names = (MEMBERS, SIGNATURES, LINKS, RECENT, TALLY)
     if not ids:
         return _empty_state(history)
-    done = _decode(history, [history.memo.get((n, ids[-1])) for n in names])
+    done = _decode(history, [history.memo.get((n, ids[-1])) for n in NAMES])
     if done is not None:
         return done
-    state = _decode(history, [history.previous_memo(n) for n in names])
-    folded = ids[-1:] if state is not None else ids
+    state = _decode(history, [history.previous_memo(n) for n in NAMES])
+    scratch = state is None
+    folded = ids if scratch else ids[-1:]
     state = _empty_state(history) if state is None else state
     for j in folded:
         state = _fold(history, state, j)
+    if state.status == OK:
+        state = _judge_links(history, state, scratch)
     _encode(history, ids[-1], state)
     return state
 
 
-def _lifetime_sizes(history: History, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+def _lifetime_sizes(ident: str, runs: pd.DataFrame, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Per pair of people (``left[i]``, ``right[i]``), the size of the intersection of their lifetime candidate
-    sets: each person's is the AND of its intersection runs (``intersection_runs``, the judge's memo), the
-    intersection of its candidate sets over every release it appears in. O(runs seen + pairs)."""
-    ident = history.spec.id
-    runs = intersection_runs(history)
+    sets: each person's is the AND of its intersection runs (``runs``: ``intersection_runs``, the judge's memo),
+    the intersection of its candidate sets over every release it appears in. O(runs seen + pairs)."""
+    if not len(left):
+        return np.zeros(0, dtype=np.int64)
     runs = runs[runs[ident].isin(np.concatenate([left, right]))]
     words = runs[[c for c in runs.columns if c.startswith("w") and c[1:].isdigit()]].to_numpy(np.uint64)
     person = runs["person"].to_numpy(np.int64)
     starts = np.flatnonzero(np.r_[True, person[1:] != person[:-1]]) if len(person) else np.empty(0, np.int64)
     lifetime = np.bitwise_and.reduceat(words, starts, axis=0) if len(starts) else words
     at = pd.Index(runs[ident].to_numpy()[starts])
-    return popcount(lifetime[at.get_indexer(left)] & lifetime[at.get_indexer(right)])
+    return popcount(lifetime[at.get_indexer(left)] & lifetime[at.get_indexer(right)]).astype(np.int64)
 
 
 def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
@@ -280,56 +429,75 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     A link alone relates two people without disclosing a value; it discloses (the interior attack, Def. 22) when,
     for e = 1, the intersection of both people's lifetime candidate sets (``intersection_attack``; without
     snapshots, e itself) is below the bound (``bound.values``); ``ok`` is False exactly when a link discloses.
-    Violations, one row per pair of classes (``release_a, group_a, release_b, group_b, e, only_a, only_b,
-    combined_size, kind``, sorted by the classes): the linked pairs below the bound that the last release adds
-    (``kind`` "linked pair, no value disclosed" or "disclosing link"), and every disclosing link of the
-    history (a link of earlier releases discloses once later releases narrow its people's candidate sets). The
-    benign links of earlier releases were listed when those releases were judged; listing them again would make
-    every report as long as the history. Summary: ``linked_pairs_checked`` (instances over the whole history, e >
-    0, both sides real), ``linked_pairs_below_bound`` (those with e below the bound), ``bound``, ``disclosed``
-    (disclosing links of the history), ``min_e`` and ``linked_pairs_new`` (the pairs below the bound that the last
-    release adds, listed).
 
-    Incremental (``_state``): judging release n pairs release n's classes with the earlier ones through the memo
-    of release n-1, O(memo + n_n log n_n + shared rows + classes_n x values), the shared rows being each person
-    of release n times its earlier classes of the same signature; then the 1-equivalences of the whole history are
-    judged again against the lifetime candidate sets (``intersection_runs``, kept release by release), O(runs seen
-    + 1-equivalences), and the listed pairs are spelled out from the members of their classes, O(memo + listed x
-    class size). The memo holds a row per genuine tuple published (the members of every class), the distinct
-    signatures, the 1-equivalences and the last release's linked pairs; it is a function of the releases alone
-    (any bound). From scratch (a complete history without the memo), every release is folded in turn.
+    Violations, one row per pair of classes, sorted by the classes: the linked pairs below the bound that the
+    last release adds (``kind`` "linked pair, no value disclosed" or "disclosing link"), and every disclosing link
+    of the history (a link of earlier releases discloses once later releases narrow its people's candidate
+    sets). The benign links of earlier releases were listed when those releases were judged; listing them again
+    would make every report as long as the history. Columns:
+
+    - ``release_a, group_a, release_b, group_b``: the two classes; ``e``: |P_a minus P_b|.
+    - ``only_a``, ``only_b``: for e = 1 (every disclosing link is one), the linked people: a 1-tuple each, the one
+      person only in class a and the one only in class b. None for e > 1: spelling out the persons of every
+      linked pair would cost, each release, the members of every class each person of the release was ever in
+      (issue #12), for pairs that disclose nothing; the classes (and their members, in the private schema) say
+      who they are.
+    - ``n_only_a``, ``n_only_b``: how many real persons are only in class a, only in class b (e minus the
+      counterfeits on that side; 1 and 1 for e = 1).
+    - ``combined_size``: for e = 1, the size of the intersection of the two people's lifetime candidate sets;
+      e otherwise. ``kind``: "disclosing link" when e = 1 and ``combined_size`` is below the bound.
+
+    Summary: ``linked_pairs_checked`` (instances over the whole history, e > 0, both sides real),
+    ``linked_pairs_below_bound`` (those with e below the bound), ``bound``, ``disclosed`` (disclosing links of the
+    history), ``min_e`` and ``linked_pairs_new`` (the pairs below the bound that the last release adds, listed).
+
+    Incremental (``_state``, issue #12): judging release n pairs release n's classes with the live classes of the
+    memo of release n-1 (those with a member in release n-1, and the cold ones of a person who comes back:
+    ``_pull_returners``), O(live + n_n log n_n + shared rows + classes_n x values), the shared rows being each
+    person of release n times its earlier live classes of the same signature; the 1-equivalences of a person of
+    T(n) are judged again against the lifetime candidate sets (``_judge_links``, O(runs seen + links)), and the
+    report is built from the pairs release n adds and the disclosing links, O(listed). The rows of the cold classes
+    and the list of those who left are carried in the memo, copied and never scanned unless somebody comes back.
+    The memo is a function of the releases alone (any bound). From scratch (a complete history without the memo),
+    every release is folded in turn.
     """
     if history.hosting is None:
         return skipped("equivalence", "no hosting groups: the persons of each class are unknown")
     state = _state(history)
     if state.status == NON_HOMOGENEOUS:
         return skipped("equivalence", _NON_HOMOGENEOUS)
-    limit, keys = bound.values, ["release_a", "group_a", "release_b", "group_b"]
+    limit, last = bound.values, history.release_ids[-1]
     links = state.links
-    if history.snapshots is not None:  # always folded, so that the intersection runs' memo goes on release by release
-        combined = _lifetime_sizes(history, links["person_a"].to_numpy(), links["person_b"].to_numpy())
-    else:
-        combined = np.ones(len(links), dtype=np.int64)
+    combined = links["combined"].to_numpy(np.int64)
     disclosing = (1 < limit) & (combined < limit)
-    earlier = disclosing & (links["release_b"].to_numpy(np.int64) < history.release_ids[-1])
-    older = pd.DataFrame({**{k: links[k].to_numpy(np.int64)[earlier] for k in keys},
-                          "e": np.ones(int(earlier.sum()), dtype=np.int64),
-                          "only_a": list(zip(links["person_a"].to_numpy()[earlier].tolist(), strict=True)),
-                          "only_b": list(zip(links["person_b"].to_numpy()[earlier].tolist(), strict=True)),
-                          "combined_size": combined[earlier]})
-    recent = state.recent[state.recent["e"] < limit].reset_index(drop=True)
-    only_a, only_b = _only_lists(history, state.members, recent)
-    size = recent["e"].to_numpy(np.int64).copy()
-    ones = size == 1
-    if ones.any():
-        by_link = pd.Series(combined, index=pd.MultiIndex.from_frame(links[keys]))
-        size[ones] = by_link.reindex(pd.MultiIndex.from_frame(recent.loc[ones, keys])).to_numpy(np.int64)
-    new = pd.DataFrame({**{k: recent[k].to_numpy(np.int64) for k in keys}, "e": recent["e"].to_numpy(np.int64),
-                        "only_a": only_a, "only_b": only_b, "combined_size": size})
-    violations = pd.concat([older, new], ignore_index=True) if len(older) else new
-    violations = violations.sort_values(keys, kind="stable", ignore_index=True)
-    violations["kind"] = np.where((violations["e"] == 1) & (violations["combined_size"] < limit), "disclosing link",
-                                  "linked pair, no value disclosed")
+    release_b = links["release_b"].to_numpy(np.int64)
+    earlier = np.flatnonzero(disclosing & (release_b < last))
+    recent = state.recent[state.recent["e"].to_numpy(np.int64) < limit]
+    e = recent["e"].to_numpy(np.int64)
+    ones = np.flatnonzero(e == 1)
+    # release n's 1-equivalences, found in the order of its pairs (``_fold``): those of its rows with e = 1
+    mine = np.flatnonzero(release_b == last) if len(ones) else np.zeros(0, dtype=np.int64)
+    assert len(mine) == len(ones)
+    assert all((links[k].to_numpy(np.int64)[mine] == recent[k].to_numpy(np.int64)[ones]).all() for k in _KEYS)
+    listed = np.concatenate([earlier, mine])  # the links listed: the earlier disclosing ones, then release n's
+    persons = {side: _singletons(links[f"person_{side}"].to_numpy()[listed]) for side in ("a", "b")}
+    size = np.concatenate([np.ones(len(earlier), dtype=np.int64), e])
+    size[len(earlier) + ones] = combined[mine]
+    only = {side: np.full(len(size), None, dtype=object) for side in ("a", "b")}
+    for side in ("a", "b"):
+        only[side][np.concatenate([np.arange(len(earlier)), len(earlier) + ones])] = persons[side]
+    columns = {k: np.concatenate([links[k].to_numpy(np.int64)[earlier], recent[k].to_numpy(np.int64)])
+               for k in _KEYS}
+    frame = {**columns, "e": np.concatenate([np.ones(len(earlier), dtype=np.int64), e]),
+             "only_a": only["a"], "only_b": only["b"],
+             "n_only_a": np.concatenate([np.ones(len(earlier), dtype=np.int64), recent["n_only_a"].to_numpy(np.int64)]),
+             "n_only_b": np.concatenate([np.ones(len(earlier), dtype=np.int64), recent["n_only_b"].to_numpy(np.int64)]),
+             "combined_size": size}
+    # release n's pairs come sorted by the classes (``_new_pairs``); the earlier disclosing links are merged in
+    order = np.lexsort([columns[k] for k in reversed(_KEYS)]) if len(earlier) else np.arange(len(size))
+    kind = (frame["e"] == 1) & (frame["combined_size"] < limit)
+    frame["kind"] = np.array(["linked pair, no value disclosed", "disclosing link"], dtype=object)[kind.astype(int)]
+    violations = pd.DataFrame({k: v[order] for k, v in frame.items()})
     present = np.flatnonzero(state.e)
     summary = {"linked_pairs_checked": int(state.e.sum()), "linked_pairs_below_bound": int(state.e[: max(limit, 0)].sum()),
                "bound": limit, "disclosed": int(disclosing.sum()), "min_e": int(present[0]) if len(present) else 0,
@@ -337,54 +505,6 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     return Report("equivalence", not disclosing.any(), violations, summary)
 
 
-def _only_lists(history: History, members: pd.DataFrame, pairs: pd.DataFrame) -> tuple[list[tuple], list[tuple]]:
-    """Per pair of classes (``release_a, group_a, release_b, group_b``), the persons only in class a and those
-    only in class b (sorted tuples), from the ``members`` rows of those classes (``_only``). O(memo) to select
-    them, then O(pairs x largest class)."""
-    if not len(pairs):
-        return [], []
-    key_a = group_keys(pairs["release_a"].to_numpy(), pairs["group_a"].to_numpy())
-    key_b = group_keys(pairs["release_b"].to_numpy(), pairs["group_b"].to_numpy())
-    involved = np.unique(np.r_[key_a, key_b])
-    key = group_keys(members["release_id"].to_numpy(), members["group_id"].to_numpy())
-    inside = np.isin(key, involved)
-    found = pd.DataFrame({"cls": np.searchsorted(involved, key[inside]),
-                          "who": members[history.spec.id].to_numpy()[inside]})
-    mine, other = np.searchsorted(involved, key_a), np.searchsorted(involved, key_b)
-    return _only(found, mine, other), _only(found, other, mine)
-
-
-def _only(members: pd.DataFrame, mine: np.ndarray, other: np.ndarray) -> list[tuple]:
-    """Per pair p, the persons of class ``mine[p]`` not in class ``other[p]`` (sorted): every class's members
-    as one padded row, in person order, of a (classes x largest class) table; a member of row ``mine[p]`` is
-    alone when the key (p, person) is not among the keys of row ``other[p]``, which are sorted by construction
-    (one ``searchsorted`` over all pairs). O(members log + pairs x largest class)."""
-    members = members.sort_values(["cls", "who"], kind="stable")
-    cls = members["cls"].to_numpy()
-    who, people = pd.factorize(members["who"], sort=True)
-    size = np.bincount(cls, minlength=int(max(mine.max(), other.max())) + 1)
-    slot = np.arange(len(cls)) - np.concatenate(([0], np.cumsum(size)[:-1]))[cls]
-    table = np.full((len(size), int(size.max())), -1, dtype=np.int64)
-    table[cls, slot] = who
-    a, b = table[mine], table[other]
-    pair = np.arange(len(mine))[:, None] * len(people)
-    keys_b = (pair + b)[b >= 0]
-    keys_a = pair + a
-    at = np.minimum(np.searchsorted(keys_b, keys_a), len(keys_b) - 1)
-    alone = (a >= 0) & (keys_b[at] != keys_a)
-    rows, cols = np.nonzero(alone)
-    return _tuples_by_row(np.asarray(people, dtype=object)[a[rows, cols]], rows, len(mine))
-
-
-def _tuples_by_row(values: np.ndarray, rows: np.ndarray, n: int) -> list[tuple]:
-    """``values`` grouped into one tuple per row 0..n-1 (``rows`` sorted), rows of equal length at once.
-    O(values)."""
-    counts = np.bincount(rows, minlength=n)
-    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    out: list[tuple] = [()] * n
-    for c in np.unique(counts[counts > 0]):
-        which = np.flatnonzero(counts == c)
-        block = values[start[which][:, None] + np.arange(c)]
-        for row, items in zip(which.tolist(), map(tuple, block.tolist()), strict=True):
-            out[row] = items
-    return out
+def _singletons(values: np.ndarray) -> np.ndarray:
+    """``values`` as an object array of 1-tuples (the one person only on one side of a 1-equivalence). O(values)."""
+    return np.fromiter(((v,) for v in values.tolist()), dtype=object, count=len(values))

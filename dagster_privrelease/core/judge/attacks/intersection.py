@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...encoding import codes_in, encode, sensitive_codes
 from ...grouping import class_boxes, pack_bits, popcount, released_attributes, unpack_bits
-from ...intervals import contained_union
+from ...intervals import contained_union_distinct
 from ..history import Bound, History, Report
 from ..report import attack_report, nobody_attacked, skipped
 
@@ -31,9 +31,11 @@ def candidate_sets(history: History, release_id: int) -> tuple[pd.DataFrame, np.
     Returns ``(individuals, css)``: the snapshot rows of T(j) (``id``, sensitive) and a boolean matrix
     (individuals x ``spec.sensitive_values``). A release without the sensitive attribute (V0 of Shmueli-Tassa,
     a projection without it) narrows nothing: every value stays a candidate. Memoised in
-    ``history.candidate_sets``; the first time, ``intervals.contained_union`` over the release's class boxes and
-    signatures (uint64 bitsets): O(n d log n + g d log g) plus a word table per block of boxes for the distinct
-    points in its bounding box, never a (point, box) pair.
+    ``history.candidate_sets``; the first time, ``intervals.contained_union_distinct`` over the release's class
+    boxes and signatures (uint64 bitsets), once per distinct QI point (tuples that share QI values share a
+    candidate set), unpacked per distinct point and expanded to the rows: O(n d + n log n + g d log g) plus a word
+    table per block of boxes for the distinct points of its bounding box that still lack one of its values, never
+    a (point, box) pair; memory O(n (d + values)) (the ranks, the boolean result), no (n, 64) unpacking.
     """
     spec = history.spec
     snap = history.snapshot(release_id)
@@ -46,14 +48,26 @@ def candidate_sets(history: History, release_id: int) -> tuple[pd.DataFrame, np.
 def _candidate_matrix(history: History, release_id: int, snap: pd.DataFrame) -> np.ndarray:
     """The candidate sensitive sets of ``candidate_sets``, computed from the release and the snapshot."""
     spec = history.spec
+    boxes = _release_boxes(history, release_id)
+    if boxes is None:
+        return np.ones((len(snap), len(spec.sensitive_values)), dtype=bool)
+    names, lo, hi, sets = boxes
+    union, inverse = contained_union_distinct(encode(snap, spec, tuple(names)), lo, hi, sets)
+    return unpack_bits(union, len(spec.sensitive_values))[inverse]  # unpacked per distinct point, then expanded
+
+
+def _release_boxes(history: History, release_id: int) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
+    """Release j's published QI attributes, its class boxes ``lo, hi`` and their signatures as uint64 bitsets
+    (``grouping.class_boxes``, ``pack_bits``); None when the release leaves the sensitive attribute out. The
+    release's rows (``History.release``, a copy: the largest frame ``candidate_sets`` reads) are dropped on
+    return, before the points are encoded and joined. O(n log n + classes x values)."""
+    spec = history.spec
     table = history.release(release_id)
     if table[spec.sensitive].isna().all():
-        return np.ones((len(snap), len(spec.sensitive_values)), dtype=bool)
+        return None
     names = released_attributes(table, spec)
     _, lo, hi, counts = class_boxes(table, spec, names)
-    points = encode(snap, spec, tuple(names))
-    union = contained_union(points, lo, hi, pack_bits(counts > 0))
-    return unpack_bits(union, len(spec.sensitive_values))
+    return names, lo, hi, pack_bits(counts > 0)
 
 
 #: The name of the intersection attack's entry in the judge's memo (``History.memo``).

@@ -22,7 +22,7 @@ from ...encoding import qi_values
 from ...grouping import released_attributes
 from ...intervals import contained_pairs
 from ...spec import BoundSpec
-from ..attacks.vertical import unique_rows_by_key
+from ..attacks.vertical import sweep_pairs, unique_rows_by_key
 from ..history import Report
 from ..report import verifier_report
 
@@ -49,6 +49,51 @@ def _exact_attributes(release: pd.DataFrame, spec: BoundSpec) -> list[str]:
     return [c for c in (*spec.non_identifiers, spec.sensitive) if c in release.columns and release[c].notna().any()]
 
 
+#: Blocks of equal exact attributes are flowed in chunks of at least this many edges (``_admitted``).
+_CHUNK_EDGES = 200_000
+
+
+def _admitted(boxes: np.ndarray, box_count: np.ndarray, points: np.ndarray, point_count: np.ndarray,
+              d: int) -> bool:
+    """Def. 3.1's bijection exists: the maximum flow source -> box types (row counts) -> point types they cover ->
+    sink (tuple counts) saturates every tuple (Hall's condition). The flow is unique in value, so this decides
+    as ``admits_world``'s own flow does. Boxes and points of different blocks (exact attributes) share no edge,
+    so the network is a disjoint union: it is flowed in chunks of whole blocks of at least ``_CHUNK_EDGES``
+    edges (at most 16 chunks), each built in CSR order from ``sweep_pairs`` (no candidate filtering, no sort),
+    stopping at the first chunk left unsaturated (smaller networks take Dinic fewer passes: 100k rows over
+    {age, sex, education, marital}, 2.3M edges, 14 blocks: 1.1 s -> 0.6 s per world). ``boxes``: (b, 1 + 2d)
+    block, lo, hi; ``points``: (n, 1 + d) block, point. O(``sweep_pairs`` + the flows)."""
+    lo = boxes[:, : 1 + d]
+    hi = np.column_stack([boxes[:, :1], boxes[:, 1 + d:]])
+    order, box, point_rank = sweep_pairs(points, lo, hi)
+    blocks, box_block = np.unique(boxes[:, 0], return_inverse=True)
+    point_block = np.searchsorted(blocks, points[order, 0])  # a block without boxes: beyond, or a wrong match
+    point_block[(point_block >= len(blocks)) | (blocks[point_block.clip(max=len(blocks) - 1)] != points[order, 0])] = -1
+    if (point_block < 0).any():
+        return False  # tuples of a block no released row carries
+    per_block = np.cumsum(np.bincount(box_block[box], minlength=len(blocks)))
+    chunk = (np.concatenate(([0], per_block[:-1])) // max(_CHUNK_EDGES, -(-int(per_block[-1]) // 16))).astype(np.int64)
+    pc = point_count[order]
+    edge_chunk = chunk[box_block[box]]
+    local_box, local_point = np.empty(len(boxes), np.int64), np.empty(len(points), np.int64)
+    for c in np.unique(chunk):
+        bs, ps = np.flatnonzero(chunk[box_block] == c), np.flatnonzero(chunk[point_block] == c)
+        local_box[bs], local_point[ps] = np.arange(len(bs)), np.arange(len(ps))
+        sel = np.flatnonzero(edge_chunk == c)
+        b, p = local_box[box[sel]], local_point[point_rank[sel]]  # monotone relabelling keeps the CSR order
+        nb, npt = len(bs), len(ps)
+        sink = nb + npt + 1
+        counts = np.concatenate([[nb], np.bincount(b, minlength=nb), np.ones(npt, np.int64), [0]])
+        indices = np.concatenate([1 + np.arange(nb), 1 + nb + p, np.full(npt, sink)]).astype(np.int32)
+        cap = np.concatenate([box_count[bs], np.minimum(box_count[bs][b], pc[ps][p]), pc[ps]]).astype(np.int32)
+        graph = csr_array((cap, indices, np.concatenate(([0], np.cumsum(counts))).astype(np.int32)),
+                          shape=(sink + 1, sink + 1))
+        graph.has_sorted_indices = True
+        if maximum_flow(graph, 0, sink).flow_value < int(pc[ps].sum()):
+            return False
+    return True
+
+
 def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) -> tuple[bool, pd.DataFrame]:
     """Does one release admit the world (Shmueli-Tassa Def. 3.1)? A bijection must pair every world tuple with a
     released row that generalises it: the tuple's QI values lie in the row's intervals (leaf ranks for
@@ -59,7 +104,10 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     problem: a maximum flow source -> box types (row counts) -> point types they cover -> sink (tuple counts),
     admitted iff the flow saturates every tuple (Hall's condition; scipy ``maximum_flow``, Dinic). Returns
     ``(admitted, unmatched)`` where ``unmatched`` lists the world tuples (by id) of point types left unsaturated.
-    Edges: ``intervals.contained_pairs`` with the block of equal exact attributes as one more (point) column.
+    The verdict is decided by ``_admitted`` (edges from ``sweep_pairs``, the block of equal exact attributes as
+    one more column, flowed block by block; 100k rows over {age, sex, education, marital}: 2.0 s -> 0.8 s of CPU
+    per world); a world it does not admit is flowed again on the edges of ``intervals.contained_pairs`` in their
+    order, so that the unsaturated tuples reported are those of that flow whichever way the verdict was reached.
     O(n log n + edges) plus the flow.
     """
     qis, exact = released_attributes(release, spec), _exact_attributes(release, spec)
@@ -78,6 +126,8 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     boxes, _, box_count = unique_rows_by_key(np.column_stack([rb, lo, hi]))
     points, point_of, point_count = unique_rows_by_key(np.column_stack([wb, point]))
     d = len(qis)
+    if d and _admitted(boxes, box_count, points, point_count, d):
+        return True, world[[spec.id]].iloc[:0].assign(detail=pd.Series(dtype=str))
     p_idx, b_idx = contained_pairs(points, boxes[:, : 1 + d], np.column_stack([boxes[:, :1], boxes[:, 1 + d:]]))
     nb, npt = len(boxes), len(points)
     sink = nb + npt + 1

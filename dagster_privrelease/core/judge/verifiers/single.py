@@ -24,7 +24,7 @@ import pandas as pd
 from ....errors import SpecError
 from ...encoding import value_codes
 from ...grouping import bitsets, popcount, qi_groups
-from ..history import History, Report
+from ..history import History, Report, taken
 from ..report import group_violations, verifier_report
 
 L_DIVERSITY_FORMS = ("distinct", "entropy", "recursive", "frequency")
@@ -275,7 +275,7 @@ def release_parts(history: History, release_ids: list[int]) -> Iterator[tuple[in
             return None
         frame, order, ordered = parts[name]
         a, b = np.searchsorted(ordered, [j, j + 1])
-        return frame.iloc[order[a:b]].reset_index(drop=True)
+        return taken(frame, order[a:b])
 
     for j in release_ids:
         releases, counterfeits = rows("releases", j), rows("counterfeits", j)

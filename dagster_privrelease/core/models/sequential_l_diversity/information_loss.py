@@ -40,6 +40,9 @@ LOSSES = ("LM", "EM")
 #: Attributes of at most this many ranks get K x K tables of losses and closures (8 MB each at 1024).
 _TABLE_LEAVES = 1024
 
+#: Attributes of at most this many ranks get the K x K x K table of ``InformationLoss.join_table`` (16 MB at 128).
+_JOIN_LEAVES = 128
+
 
 def _entropy_prefix(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Prefix sums (leading 0) of ``counts`` and of ``counts * log2(counts)`` (0 for a zero count)."""
@@ -128,6 +131,22 @@ class InformationLoss:
             if K <= _TABLE_LEAVES:
                 lo, hi = np.meshgrid(np.arange(K), np.arange(K), indexing="ij")
                 self._pairs[j] = self.attribute_loss(j, np.minimum(lo, hi).ravel(), np.maximum(lo, hi).ravel())
+        self._joins: dict[int, np.ndarray | None] = {}
+
+    def join_table(self, j: int) -> np.ndarray | None:
+        """(K, K, K) ``table[lo, hi, r]`` = IL_j(closure{lo..hi, r}) = ``attribute_loss(j, min(lo, r), max(hi, r))``
+        for an attribute of K <= ``_JOIN_LEAVES`` ranks (None for a wider one), so that the edge weights of
+        Algorithm 2's matchings (``sequential_release.match``) are one look-up per (row, tuple) and attribute
+        instead of a minimum, a maximum and a look-up: the same values. Made once per attribute (cached).
+        O(K³)."""
+        if j not in self._joins:
+            K = len(self.attributes[j].values)
+            table = None
+            if K <= _JOIN_LEAVES and self._pairs[j] is not None:
+                lo, hi, r = np.meshgrid(np.arange(K), np.arange(K), np.arange(K), indexing="ij")
+                table = self.attribute_loss(j, np.minimum(lo, r), np.maximum(hi, r))
+            self._joins[j] = table
+        return self._joins[j]
 
     def snap(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The closure (Def. 2.2) of boxes ``lo..hi``: categorical ranges widened to their taxonomy node."""

@@ -282,7 +282,8 @@ def match(
     """Step 5: the tuple of W (index into ``points``) matched to every row of V_R: a minimum-cost perfect matching
     within every sub-component (``sub_components``), cost IL(closure{v, w}) (module docstring). Sub-components of
     one size are costed together in (count, s, s) blocks, then solved one by one with
-    ``linear_sum_assignment``. O(N p d + N p²)."""
+    ``linear_sum_assignment``; an attribute of few ranks costs one look-up per entry in its
+    ``InformationLoss.join_table`` (the same losses, summed in the same order: the same matching). O(N p d + N p²)."""
     split = joint_sub_components if partition == "joint" else sub_components
     sub_v, sub_w = split(il, lo, hi, comp_v, points, comp_w, p)
     vs, ws = np.argsort(sub_v, kind="stable"), np.argsort(sub_w, kind="stable")
@@ -302,6 +303,12 @@ def match(
             v, w = v_idx[c0 : c0 + step], w_idx[c0 : c0 + step]
             cost = np.zeros((len(v), s, s))
             for m in range(d):  # per attribute: contiguous (count, s, s) blocks
+                join = il.join_table(m)
+                if join is not None:  # one gather per entry: the loss of (row box, tuple rank) looked up
+                    K = join.shape[1]
+                    box = (lo[v, m].astype(np.int64) * K + hi[v, m]) * K
+                    cost += join.ravel()[box[:, :, None] + points[w, m][:, None, :]]
+                    continue
                 at_v_lo, at_v_hi, at_w = lo[v, m][:, :, None], hi[v, m][:, :, None], points[w, m][:, None, :]
                 cost += il.attribute_loss(m, np.minimum(at_v_lo, at_w), np.maximum(at_v_hi, at_w))
             for i in range(len(v)):
