@@ -125,6 +125,11 @@ def census_spec() -> Spec:
                                model=Model(MODEL.name, MODEL.parse_params({"l": 5, "p": 100, "loss": "LM"})))
 
 
+def census_workers() -> pd.DataFrame | None:
+    """The Census-KDD workers, or None after saying why the Census-KDD parts are skipped."""
+    return loaded("sequential l-diversity on Census-KDD", lambda: datasets.load_census_kdd(workers_only=True))
+
+
 def census_sample(workers: pd.DataFrame, spec: Spec, n: int, seed: int = 1) -> pd.DataFrame:
     """``n`` Census-KDD workers drawn without replacement (fixed seed), validated."""
     rng = np.random.default_rng(seed)
@@ -332,7 +337,7 @@ def slow_judge() -> None:
     """The judge per step on 100k Census-KDD workers, l = 5: I_2 after I_1 (the whole release's pair) and the slow
     case I_6 = {age, sex, education, marital} after I_5 (per-tuple boxes over age: 58k box types, 2.3M
     (box, tuple) containments per world), against DuckDB reading and sorting the snapshot."""
-    workers = loaded("sequential l-diversity on Census-KDD", lambda: datasets.load_census_kdd(workers_only=True))
+    workers = census_workers()
     if workers is None:
         return
     spec = census_spec()
@@ -358,7 +363,7 @@ def slow_judge() -> None:
 
 
 def census() -> None:
-    workers = loaded("sequential l-diversity on Census-KDD", lambda: datasets.load_census_kdd(workers_only=True))
+    workers = census_workers()
     if workers is None:
         return
     spec = census_spec()
@@ -428,7 +433,7 @@ def census() -> None:
 
 def dynamic() -> None:
     """Fig. 16 and the whole release (``census``'s data and spec)."""
-    workers = loaded("sequential l-diversity on Census-KDD", lambda: datasets.load_census_kdd(workers_only=True))
+    workers = census_workers()
     if workers is None:
         return
     spec = census_spec()

@@ -9,8 +9,8 @@
   taxonomy's left-to-right leaf order of Xiao-Tao footnote 1) and ``encode`` (the (n, d) matrix of them).
 - Integer keys: ``unique_keys`` (``np.unique`` with first positions, inverse and counts by one stable sort),
   ``dense_unique`` (uniques and inverse, by counting when the keys span a narrow range), ``rank_keys`` (a row
-  of ranks as one integer key, in the rows' lexicographic order), ``unique_rows`` (distinct rows of a matrix)
-  and ``dense_ranks`` (per column, the rank of each value among the distinct values, the Mondrian cut search and
+  of ranks as one integer key, in the rows' lexicographic order), ``unique_rows`` (distinct rows of a matrix),
+  ``distinct_rank_rows`` (the distinct rows of a ``dense_ranks`` matrix by their keys) and ``dense_ranks`` (per column, the rank of each value among the distinct values, the Mondrian cut search and
   m-invariance's bucket split both work on ranks).
 
 Everything here is pure numpy/pandas on arrays; nothing reads a release's layout (``grouping``) or a box
@@ -154,6 +154,16 @@ def rank_keys(ranks: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
         key = key * size + ranks[:, j]
         span *= size
     return key
+
+
+def distinct_rank_rows(ranks: np.ndarray, values: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(first, inverse, counts)`` of the distinct rows of a ``dense_ranks`` matrix (``values`` its columns'
+    distinct values): the first row of each distinct row (in the rows' lexicographic order), the distinct row of
+    each row and how many rows hold it, by one integer key per row (``rank_keys``, ``unique_keys``). Shifts
+    ``ranks`` by one in place (NaN's -1 becomes 0) rather than copying them. O(n d + n log n)."""
+    ranks += 1
+    _, first, inverse, counts = unique_keys(rank_keys(ranks, [len(v) + 1 for v in values]))
+    return first, inverse, counts
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .encoding import dense_ranks, rank_keys, unique_keys
+from .encoding import dense_ranks, distinct_rank_rows, rank_keys, unique_keys
 from .grouping import pack_bits, unpack_bits
 
 #: Pairs of an interval join materialised at once (memory bound of ``overlapping_pairs``).
@@ -257,12 +257,11 @@ def contained_union_distinct(
 
 def _distinct_points(ranks: np.ndarray, values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(distinct, inverse)``: the distinct rank rows (int32, -1 for NaN) and the distinct row of each point, by
-    one integer key per row (``encoding.rank_keys``, ``encoding.unique_keys``). Shifts ``ranks`` by one in place
-    (NaN's -1 becomes 0) rather than copying them. O(n d + n log n)."""
+    one integer key per row (``encoding.distinct_rank_rows``, which shifts ``ranks`` by one in place). O(n d + n
+    log n)."""
     if ranks.shape[1] == 0:  # one distinct point: the empty row
         return np.zeros((1, 0), dtype=np.int32), np.zeros(len(ranks), dtype=np.int64)
-    ranks += 1
-    _, first, inverse, _ = unique_keys(rank_keys(ranks, [len(v) + 1 for v in values]))
+    first, inverse, _ = distinct_rank_rows(ranks, values)
     return ranks[first] - 1, inverse
 
 

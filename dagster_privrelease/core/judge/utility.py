@@ -29,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..encoding import dense_ranks, encode, rank_keys, sensitive_codes, unique_keys
+from ..encoding import dense_ranks, distinct_rank_rows, encode, sensitive_codes
 from ..grouping import pack_bits, popcount, qi_classes, released_attributes
 from ..intervals import contained_pairs
 from ..spec import BoundSpec
@@ -259,10 +259,9 @@ def _ranked_points(rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.n
     """The distinct rows of an (n, k) matrix as ``(points, values, count)``: ``points[p, j]`` the rank plus one of
     point p's value among ``values[j]``, column j's distinct values in order (0 for NaN, inside no range), and
     ``count[p]`` how many rows hold point p. Ranks by ``encoding.dense_ranks``, rows as one integer key each
-    (``encoding.rank_keys``) deduplicated by ``encoding.unique_keys``: O(n k log n), no sort of rows."""
+    (``encoding.distinct_rank_rows``): O(n k log n), no sort of rows."""
     ranks, values = dense_ranks(rows)
-    ranks += 1
-    _, first, _, count = unique_keys(rank_keys(ranks, [len(v) + 1 for v in values]))
+    first, _, count = distinct_rank_rows(ranks, values)
     return ranks[first], values, count
 
 
@@ -337,7 +336,7 @@ def _distinct_intervals(glo: np.ndarray, ghi: np.ndarray) -> tuple[np.ndarray, n
     """The distinct ``[lo, hi]`` pairs of one attribute's group boxes: ``(lo, hi, inverse)``, ``inverse[g]`` the
     pair of group g. Dense ranks of both bounds as one integer key: O(groups log groups)."""
     ranks, values = dense_ranks(np.column_stack([glo, ghi]))
-    _, first, inverse, _ = unique_keys(rank_keys(ranks + 1, [len(v) + 1 for v in values]))
+    first, inverse, _ = distinct_rank_rows(ranks, values)
     return glo[first], ghi[first], inverse
 
 

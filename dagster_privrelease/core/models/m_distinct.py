@@ -98,7 +98,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, maximum_flow
 
 from ...errors import NotPublishable, SpecError
-from ..encoding import dense_unique, encode, sensitive_codes
+from ..encoding import dense_ranks, dense_unique, encode, sensitive_codes
 from ..judge.history import Bound
 from ..judge.verifiers import verify_m_distinct
 from ..release import PreviousRelease, Release, build_release
@@ -761,18 +761,15 @@ def sort_ranks(Xa: np.ndarray) -> np.ndarray | None:
     """Per QI, each row's rank among the sort keys of ``_best_overlapping_cuts`` (NaN as -inf, ties equal), the
     last row (the pad) one past every other, as the smallest unsigned type that holds them; None when a QI has
     more than 65,534 distinct keys (the float keys are sorted instead). A stable sort of these ranks is the
-    permutation of a stable sort of the keys, and numpy sorts 8- and 16-bit keys by radix. O(n·d log n), once per
-    ``split_overlapping``."""
-    key = np.nan_to_num(Xa[:-1], nan=-np.inf, posinf=np.inf)
-    columns = [np.unique(key[:, q], return_inverse=True) for q in range(Xa.shape[1])]
-    top = max((len(distinct) for distinct, _ in columns), default=0)
+    permutation of a stable sort of the keys, and numpy sorts 8- and 16-bit keys by radix (``encoding.dense_ranks``
+    of the keys). O(n·d log n), once per ``split_overlapping``."""
+    ranks, values = dense_ranks(np.nan_to_num(Xa[:-1], nan=-np.inf, posinf=np.inf))
+    top = max((len(v) for v in values), default=0)
     if top >= np.iinfo(np.uint16).max:
         return None
-    kind = np.uint8 if top < np.iinfo(np.uint8).max else np.uint16
-    out = np.empty(Xa.shape, dtype=kind)
-    for q, (distinct, inverse) in enumerate(columns):
-        out[:-1, q] = inverse.reshape(-1)
-        out[-1, q] = len(distinct)  # the pad sorts after every row (after +inf too: pads follow the rows)
+    out = np.empty(Xa.shape, dtype=np.uint8 if top < np.iinfo(np.uint8).max else np.uint16)
+    out[:-1] = ranks
+    out[-1] = [len(v) for v in values]  # the pad sorts after every row (after +inf too: pads follow the rows)
     return out
 
 
