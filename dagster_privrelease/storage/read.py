@@ -269,7 +269,20 @@ def _judge_memo(con: duckdb.DuckDBPyConnection, release_id: int) -> dict[tuple[s
     if not table_exists(con, "private", "judge_memo"):
         return {}
     rows = con.execute("SELECT name, frame FROM private.judge_memo WHERE release_id = ?", [release_id]).fetchall()
-    return {(name, release_id): pd.read_parquet(io.BytesIO(blob)) for name, blob in rows}
+    return {(name, release_id): memo_frame(blob) for name, blob in rows}
+
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def memo_frame(blob: bytes) -> pd.DataFrame:
+    """An entry of the judge's memo as ``write.memo_blob`` stored it (an Arrow IPC stream), or as stores written
+    before it did (a Parquet file, told by its leading magic bytes ``PAR1``; an IPC stream starts with a
+    continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond LZ4's
+    decompression), then converted to pandas once. O(size of the entry)."""
+    if blob[:4] == _PARQUET_MAGIC:
+        return pd.read_parquet(io.BytesIO(blob))
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas()
 
 
 def _manifest(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

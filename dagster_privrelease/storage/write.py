@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import math
 import re
@@ -22,6 +21,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..core.encoding import dense_unique, rank_keys
 from ..core.models import find
@@ -249,6 +249,7 @@ class StoreWriter(StoreSchema):
 
         Idempotent: publishing a published id again with the same content does nothing; with different content it
         is a StoreError. Refuses an id that is not the next one, and a release whose snapshot was never staged.
+        The staged candidates of earlier releases, published before, are dropped (``_drop_published_candidates``).
         """
         digest = release_digest(release)
         with self._transaction() as con:
@@ -287,6 +288,7 @@ class StoreWriter(StoreSchema):
                 "utility": [_json({k: _finite(v) for k, v in utility.items()})],
             })
             _insert(con, "published.manifest", manifest)
+            _drop_published_candidates(con, release_id)
 
     def _binding_columns(self, con: duckdb.DuckDBPyConnection, release_id: int) -> pd.DataFrame:
         """The columns of the staged T(release_id) that ``Spec.bind`` reads (the categorical quasi-identifiers
@@ -317,27 +319,48 @@ class StoreWriter(StoreSchema):
 
     def save_judge_memo(self, memo: Mapping[tuple[str, int], pd.DataFrame]) -> None:
         """Keep the judge's memo (``History.memo``: (name, release id) -> frame) of releases that are staged or
-        published, in ``private.judge_memo`` (one Parquet blob per release and name); an entry replaces the one of
-        its release and name, and drops that name's entries older than its predecessor's (judging release j+1
-        reads those of release j only). A later ``stage_candidate`` or ``discard`` of a release drops its entries
-        and those of every later release. Cost: the size of the entries."""
+        published, in ``private.judge_memo`` (one blob per release and name, ``memo_blob``); an entry replaces the
+        one of its release and name, and drops that name's entries older than its predecessor's (judging release
+        j+1 reads those of release j only). A later ``stage_candidate`` or ``discard`` of a release drops its
+        entries and those of every later release. Cost: the size of the entries (an LZ4 pass over their Arrow
+        buffers: 577k rows x 6 columns, 16 MB, in 0.017 s CPU, 4x less than Parquet's 0.072 s), one delete and one
+        insert for all of them (not two statements per entry: 24 entries a release)."""
         if not memo:
             return
-        rows = []
-        for (name, release_id), frame in sorted(memo.items()):
-            buffer = io.BytesIO()
-            frame.to_parquet(buffer, index=False)
-            rows.append({"release_id": release_id, "name": name, "frame": buffer.getvalue()})
+        keys = sorted(memo)
+        entries = pd.DataFrame({"release_id": np.array([j for _, j in keys], dtype=np.int64),
+                                "name": [name for name, _ in keys]})
         with self._transaction() as con:
             con.execute(_JUDGE_MEMO_DDL)
-            kept = set(staged_ids(con)) | set(published_ids(con))
-            for row in rows:
-                if row["release_id"] not in kept:
-                    continue
-                con.execute("DELETE FROM private.judge_memo WHERE name = ? AND (release_id = ? OR release_id < ?)",
-                            [row["name"], row["release_id"], row["release_id"] - 1])
-                con.execute("INSERT INTO private.judge_memo VALUES (?, ?, ?)",
-                            [row["release_id"], row["name"], row["frame"]])
+            entries = entries[entries["release_id"].isin(set(staged_ids(con)) | set(published_ids(con)))]
+            if not len(entries):
+                return
+            latest = entries.groupby("name")["release_id"].transform("max")
+            entries = entries[entries["release_id"] >= latest - 1]  # what one save per entry, in order, keeps
+            entries = entries.assign(frame=[memo_blob(memo[(n, j)]) for n, j in zip(entries["name"],
+                                                                                      entries["release_id"],
+                                                                                      strict=True)])
+            con.register(_FRAME, entries[["release_id", "name"]])
+            try:
+                con.execute(f"DELETE FROM private.judge_memo AS m USING {_FRAME} AS n WHERE m.name = n.name "
+                            "AND (m.release_id = n.release_id OR m.release_id < n.release_id - 1)")
+            finally:
+                con.unregister(_FRAME)
+            _insert(con, "private.judge_memo", entries)
+
+
+def memo_blob(frame: pd.DataFrame) -> bytes:
+    """One entry of the judge's memo as stored in ``private.judge_memo.frame``: the frame as an Arrow IPC stream
+    (``pa.Table.from_pandas`` without the index, so with pandas' own schema metadata: dtypes come back as they
+    went in, as they did from the Parquet blobs this replaces), its buffers LZ4-compressed. ``read.memo_frame``
+    reads it back (and the Parquet blobs of stores written before). O(size of the frame), no Python work per
+    row; against Parquet on the equivalence attack's 577k-row cold classes: write 0.072 -> 0.017 s, read
+    0.066 -> 0.008 s CPU, 2.8 -> 3.2 MB."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 #: The judge's memo (``StoreWriter.save_judge_memo``), created on its first save.
@@ -360,6 +383,18 @@ def _drop_staged(con: duckdb.DuckDBPyConnection, release_id: int) -> None:
         if table_exists(con, "private", table):
             con.execute(f"DELETE FROM private.{table} WHERE release_id >= ?", [release_id])
     _drop_judge_memo(con, release_id)
+
+
+def _drop_published_candidates(con: duckdb.DuckDBPyConnection, release_id: int) -> None:
+    """Delete the staged candidates (``private.candidate_*``, their kept frames included) of the releases before
+    ``release_id``, which is being published: each was published in its turn, and nothing reads a candidate
+    after its release (the candidate of ``release_id`` itself is kept, for a publication run again). So the
+    candidate tables hold one or two releases however long the history, where they held every release's
+    candidate (``private.candidate_release`` as big as ``published.release``); DuckDB's checkpoint drops the
+    emptied row groups without re-writing anything. Cost: one delete per table, of one release's rows."""
+    tables = ["candidate_release", "candidate_counterfeit", "candidate_hosting", "candidate_meta"]
+    for table in tables + state_tables(con, "candidate_state_"):
+        con.execute(f"DELETE FROM private.{table} WHERE release_id < ?", [release_id])
 
 
 def _forget_columns(con: duckdb.DuckDBPyConnection) -> None:

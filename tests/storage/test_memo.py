@@ -1,0 +1,123 @@
+"""The judge's memo in the store (``StoreWriter.save_judge_memo``, ``History.memo``): Arrow IPC blobs give back the
+frames the Parquet blobs gave back (the reference: what the store returned before), and old Parquet blobs still
+read."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pandas.testing as pdt
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dagster_privrelease.storage.read import memo_frame
+from dagster_privrelease.storage.write import memo_blob
+
+from .conftest import publish, snapshot
+
+
+def _parquet(frame: pd.DataFrame) -> pd.DataFrame:
+    """The reference: the frame as the Parquet blobs gave it back (``to_parquet`` without index, ``read_parquet``)."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
+
+
+def _random_memo(rng: np.random.Generator) -> pd.DataFrame:
+    """A frame of the kinds of columns the attacks and verifiers keep (ids, 32-bit codes, 64-bit bitset words,
+    flags, floats with NaN, text with nulls, categories, nullable integers), some columns left out, 0-40 rows."""
+    n = int(rng.integers(0, 40))
+    text = np.array(["flu", "hiv", "", "Never married"], dtype=object)
+    frame = pd.DataFrame({
+        "id": rng.integers(-(2**40), 2**40, n),
+        "group_id": rng.integers(0, 9, n).astype(np.int32),
+        "w0": rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2),
+        "latest": rng.random(n) < 0.5,
+        "detail": np.where(rng.random(n) < 0.3, np.nan, rng.random(n)),
+        "rule": pd.Series(text[rng.integers(0, len(text), n)], dtype=object).where(rng.random(n) > 0.2, None),
+        "nullable": pd.Series(rng.integers(0, 3, n), dtype="Int64").mask(rng.random(n) < 0.3),
+    })
+    frame["kind"] = frame["rule"].astype("category")
+    keep = [c for c in frame.columns if rng.random() < 0.8]
+    return frame[keep]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_memo_blobs_give_back_the_frame_and_what_parquet_gave_back(seed):
+    """The frame comes back as it went in (values, dtypes, column order; a RangeIndex), and as the Parquet blobs
+    gave it back wherever those did (they turned an all-null categorical into objects: Arrow keeps it)."""
+    frame = _random_memo(np.random.default_rng(seed))
+    back = memo_frame(memo_blob(frame))
+    pdt.assert_frame_equal(back, frame, check_exact=True)
+    reference = _parquet(frame)
+    same = [c for c in frame.columns if reference[c].dtype == frame[c].dtype]
+    pdt.assert_frame_equal(back[same], reference[same], check_exact=True)
+    assert same == list(frame.columns) or frame["kind"].isna().all()
+
+
+def test_empty_frames_keep_their_columns():
+    """The memo keeps empty reports (0 rows, object columns); they come back with their columns, as from Parquet."""
+    frame = pd.DataFrame({"release_id": pd.Series([], dtype=np.int64), "rule": pd.Series([], dtype=object)})
+    pdt.assert_frame_equal(memo_frame(memo_blob(frame)), _parquet(frame))
+
+
+def test_the_store_keeps_the_memo_of_the_previous_release_and_reads_old_parquet_blobs(store):
+    """``save_judge_memo`` keeps release j's entries for judging release j+1 (``History.memo`` holds release j-1's
+    entries when release j is the last), replaces an entry of the same release and name, drops a name's entries
+    older than its predecessor's, and a Parquet blob left by an older store still reads."""
+    for j in (1, 2, 3):
+        publish(store, j, snapshot(range(10 * j, 10 * j + 12), seed=j))
+    first = pd.DataFrame({"id": np.arange(5, dtype=np.int64), "sig": np.arange(5, dtype=np.int32)})
+    store.save_judge_memo({("cold", 1): first.iloc[:2]})
+    store.save_judge_memo({("cold", 1): first, ("tally", 1): first[["id"]]})  # replaces ("cold", 1)
+    memo = store.history(upto=2).memo
+    assert set(memo) == {("cold", 1), ("tally", 1)}
+    pdt.assert_frame_equal(memo[("cold", 1)], first)
+    store.save_judge_memo({("cold", 3): first.iloc[3:]})  # drops ("cold", 1), older than release 2
+    with store.connect() as con:
+        kept = con.execute("SELECT name, release_id FROM private.judge_memo ORDER BY 1, 2").fetchall()
+        assert kept == [("cold", 3), ("tally", 1)]
+        buffer = io.BytesIO()
+        first.to_parquet(buffer, index=False)
+        con.execute("INSERT INTO private.judge_memo VALUES (2, 'old', ?)", [buffer.getvalue()])
+    memo = store.history(upto=3).memo
+    assert set(memo) == {("old", 2)}
+    pdt.assert_frame_equal(memo[("old", 2)], first)
+
+
+def _saved_one_by_one(kept: dict[tuple[str, int], int], memo: dict[tuple[str, int], int],
+                      staged: set[int]) -> dict[tuple[str, int], int]:
+    """The reference, from ``save_judge_memo``'s contract applied to one entry at a time in (name, release) order:
+    an entry of a staged or published release replaces the one of its release and name and drops that name's
+    entries older than its predecessor's."""
+    kept = dict(kept)
+    for (name, j), value in sorted(memo.items()):
+        if j not in staged:
+            continue
+        kept = {(n, i): v for (n, i), v in kept.items() if n != name or not (i == j or i < j - 1)}
+        kept[(name, j)] = value
+    return kept
+
+
+def test_one_save_of_many_entries_keeps_what_saving_them_one_by_one_keeps(store):
+    """Random saves (names, releases 1-5 of which 1-3 are published and 4 staged, some not at all) against the
+    reference ``_saved_one_by_one``; each entry a one-row frame holding its own tag."""
+    for j in (1, 2, 3):
+        publish(store, j, snapshot(range(10 * j, 10 * j + 12), seed=j))
+    store.stage_snapshot(4, snapshot(range(50, 62), seed=4))
+    rng = np.random.default_rng(12)
+    for case in range(25):
+        with store.connect() as con:
+            con.execute("DELETE FROM private.judge_memo" if case else "SELECT 1")
+        expected: dict[tuple[str, int], int] = {}
+        for save in range(3):
+            memo = {(str(rng.choice(["a", "b", "c"])), int(rng.integers(1, 6))): 100 * case + 10 * save + k
+                    for k in range(int(rng.integers(1, 6)))}
+            store.save_judge_memo({key: pd.DataFrame({"tag": [tag]}) for key, tag in memo.items()})
+            expected = _saved_one_by_one(expected, memo, {1, 2, 3, 4})
+        with store.connect() as con:
+            rows = con.execute("SELECT name, release_id, frame FROM private.judge_memo").fetchall()
+        assert {(n, j): int(memo_frame(blob)["tag"].iloc[0]) for n, j, blob in rows} == expected, case
