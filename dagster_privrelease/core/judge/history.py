@@ -7,8 +7,10 @@ private snapshots and hosting groups. It never reads a model's internals.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -55,6 +57,7 @@ class History:
     memo: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)
     states: dict[str, pd.DataFrame] = field(default_factory=dict)
     first: int = 1
+    _shared: dict[tuple, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def release_ids(self) -> list[int]:
@@ -83,6 +86,30 @@ class History:
             raise IncompleteHistory(f"{name}: no memo of release {last - 1} to judge release {last} through a window")
         return entry
 
+    @contextmanager
+    def sharing(self) -> Iterator[History]:
+        """Within the block, what several verifiers or attacks derive from the same releases of this history
+        (e.g. a release's QI classes, its sensitive codes, a snapshot's ids) is computed once (``shared``) and
+        dropped on leaving the outermost block. Outside a block nothing is kept: the frames may change between
+        two calls (the caller owns them), never inside one judging pass. O(1)."""
+        outer = self._shared is not None
+        if not outer:
+            self._shared = {}
+        try:
+            yield self
+        finally:
+            if not outer:
+                self._shared = None
+
+    def shared(self, key: tuple, build: Callable[[], T]) -> T:
+        """``build()``, computed once per ``key`` inside a ``sharing`` block (every caller gets the same object:
+        read it, never change it), each time outside one. O(1) beyond ``build``."""
+        if self._shared is None:
+            return build()
+        if key not in self._shared:
+            self._shared[key] = build()
+        return self._shared[key]
+
     def release(self, release_id: int) -> pd.DataFrame:
         """The published rows of one release (index 0..n-1), a copy. O(rows); the memory of one copy of them
         (``rows_of``)."""
@@ -109,6 +136,9 @@ def taken(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
     out = frame.take(positions)
     out.index = pd.RangeIndex(len(out))
     return out
+
+
+T = TypeVar("T")
 
 
 class IncompleteHistory(Exception):

@@ -22,11 +22,10 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ...grouping import class_boxes, released_attributes
 from ...intervals import overlapping_pairs
 from ..history import Bound, History, IncompleteHistory, Report
 from ..report import nobody_attacked, skipped
-from .intersection import NO_DISCLOSURE
+from .intersection import NO_DISCLOSURE, release_classes, snapshot_ids
 
 #: What Defs. 24-31 assume of releases 1..j, as the memo keeps it (``_Tally.status``): every release homogeneous
 #: and every individual still present (inserts only); else the first broken assumption, in the order the
@@ -67,13 +66,12 @@ def _hosting_classes(history: History, release_id: int) -> tuple[pd.DataFrame, n
     O(rows of release j, log)."""
     spec = history.spec
     assert history.hosting is not None
-    table = history.release(release_id)
-    names = released_attributes(table, spec)
-    label, lo, hi, counts = class_boxes(table, spec, names)
-    index = pd.Series(label, index=table["group_id"].to_numpy()).groupby(level=0).first()
+    classes = release_classes(history, release_id)
+    index = pd.Series(classes.label, index=classes.group_id).groupby(level=0).first()
     host = history.hosting[history.hosting["release_id"] == release_id]
-    frame = pd.DataFrame({spec.id: host[spec.id].to_numpy(), "cls": index.reindex(host["group_id"]).to_numpy()})
-    return frame, lo, hi, counts
+    frame = pd.DataFrame({spec.id: host[spec.id].to_numpy(),
+                          "cls": index.reindex(host["group_id"].to_numpy(np.float64)).to_numpy()})
+    return frame, classes.lo, classes.hi, classes.counts(len(spec.sensitive_values))
 
 
 def _crack(both: pd.DataFrame, c1: np.ndarray, c2: np.ndarray, side: int) -> np.ndarray:
@@ -147,16 +145,21 @@ def _skipped_tally(history: History, cap: int, status: int) -> _Tally:
 
 
 def _homogeneous(history: History, release_id: int) -> bool:
-    """Every published row of the release has a group (its classes are known). O(rows held)."""
-    return not history.release(release_id)["group_id"].isna().any()
+    """Every published row of the release has a group (its classes are known). O(rows held), once per judging
+    pass (``release_classes``)."""
+    return release_classes(history, release_id).homogeneous
 
 
 def _incremental(history: History, before: int, after: int) -> bool:
     """Everybody of T(before) is in T(after), and no release lies between them (else whoever was in T(before)
-    skipped one): the inserts-only assumption of Defs. 24-31 over one pair. O(n_before + n_after)."""
-    ident = history.spec.id
-    gone = ~history.snapshot(before)[ident].isin(history.snapshot(after)[ident])
-    return not gone.any() and (after - before == 1 or not len(gone))
+    skipped one): the inserts-only assumption of Defs. 24-31 over one pair. O(n_before + n_after), once per
+    judging pass for the three attacks (``History.shared``)."""
+
+    def build() -> bool:
+        gone = ~snapshot_ids(history, before).isin(snapshot_ids(history, after))
+        return not gone.any() and (after - before == 1 or not len(gone))
+
+    return history.shared(("incremental", before, after), build)
 
 
 def _fold(history: History, tally: _Tally, before: int, after: int, pair_rows: PairRows) -> _Tally:

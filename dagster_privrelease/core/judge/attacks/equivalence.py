@@ -104,10 +104,10 @@ def _empty_state(history: History, status: int = OK) -> _State:
 def _signature_codes(known: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The signature code of each row of ``counts`` among the ``known`` signatures (row i has code i), new rows
     getting the next codes in order of first appearance; returns ``(codes, known with the new rows appended)``.
-    One ``unique_rows`` over both: O((signatures + classes) x values log)."""
+    One ``_row_labels`` over both: O((signatures + classes) x values)."""
     if not len(counts):
         return np.zeros(0, dtype=np.int64), known
-    _, inverse, _ = unique_rows(np.vstack([known, counts]))
+    inverse = _row_labels(np.vstack([known, counts]))
     code = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
     code[inverse[: len(known)]] = np.arange(len(known))
     mine = inverse[len(known):]
@@ -118,6 +118,31 @@ def _signature_codes(known: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
         code[distinct[order]] = len(known) + np.arange(len(distinct))
         known = np.vstack([known, counts[fresh[first[order]]]])
     return code[mine], known
+
+
+#: Fixed odd 64-bit multipliers of ``_row_labels``' hash (deterministic: a seed, not the process's hash salt).
+_MULTIPLIERS = np.random.default_rng(12).integers(1, 2**63, 4096, dtype=np.int64).astype(np.uint64) | np.uint64(1)
+
+
+def _row_labels(rows: np.ndarray) -> np.ndarray:
+    """A label per row of an integer matrix, equal labels exactly for equal rows (what ``unique_rows``' inverse
+    tells, up to the labels' order). Each row is hashed to one word (a dot product with fixed odd multipliers,
+    modulo 2^64), the words factorised, and every row compared with the first row of its label: a collision
+    (two different rows, one word) falls back to ``unique_rows``. O(rows x columns) time, O(rows) memory, where
+    ``np.unique(axis=0)`` sorts the rows as opaque records (0.15 s for the 60k signature rows of Census-KDD at
+    120k rows)."""
+    n, d = rows.shape
+    if n == 0 or d > len(_MULTIPLIERS):
+        return unique_rows(rows)[1] if n else np.zeros(0, dtype=np.int64)
+    words = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(d):  # a column at a time: no (rows x columns) temporary
+            words += rows[:, k].astype(np.uint64) * _MULTIPLIERS[k]
+    labels = pd.factorize(words)[0].astype(np.int64)
+    owner = np.flatnonzero(np.diff(np.maximum.accumulate(labels), prepend=-1) > 0)[labels]  # labels by first row
+    if not all((rows[owner, k] == rows[:, k]).all() for k in range(d)):
+        return unique_rows(rows)[1]
+    return labels
 
 
 def _release_members(history: History, state: _State, table: pd.DataFrame,

@@ -9,15 +9,16 @@ A candidate set is a row of a boolean matrix over ``spec.sensitive_values``.
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ...encoding import codes_in, encode, sensitive_codes
-from ...grouping import class_boxes, pack_bits, popcount, released_attributes, unpack_bits
+from ...grouping import pack_bits, popcount, qi_classes, released_attributes, unpack_bits
 from ...intervals import contained_union_distinct
 from ..history import Bound, History, Report
-from ..report import attack_report, nobody_attacked, skipped
+from ..report import attack_report, candidate_tuples, nobody_attacked, skipped
 
 #: The default bound of an attack run outside a model (``Bound``): only disclosure, a single candidate, counts.
 NO_DISCLOSURE = Bound()
@@ -56,18 +57,65 @@ def _candidate_matrix(history: History, release_id: int, snap: pd.DataFrame) -> 
     return unpack_bits(union, len(spec.sensitive_values))[inverse]  # unpacked per distinct point, then expanded
 
 
+class Classes(NamedTuple):
+    """Release j's classes as the attacks see them (``release_classes``): ``names`` its published QI attributes;
+    ``label``, ``lo``, ``hi`` as ``grouping.class_boxes`` gives them (the class of each published row, the
+    boxes); ``group_id`` of each row (float: null in a non-homogeneous release); ``codes`` each row's sensitive
+    value code (``encoding.sensitive_codes``, -1 outside the domain); ``homogeneous``: every row has a group;
+    ``sensitive``: the release publishes the sensitive attribute. The value counts (``counts``) are not kept:
+    classes x values floats (92 MB at 1M rows) would outlive every attack that reads them."""
+
+    names: list[str]
+    label: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    group_id: np.ndarray
+    codes: np.ndarray
+    homogeneous: bool
+    sensitive: bool
+
+    def counts(self, values: int) -> np.ndarray:
+        """The signature matrix of the classes (classes x ``values``, rows per value, float), what
+        ``grouping.class_boxes`` returns: a null value counts nowhere. O(n + classes x values)."""
+        known = self.codes >= 0
+        cells = np.bincount(self.label[known] * values + self.codes[known], minlength=len(self.lo) * values)
+        return cells.astype(np.float64).reshape(len(self.lo), values)
+
+
+def release_classes(history: History, release_id: int) -> Classes:
+    """Release j's ``Classes``, computed once per judging pass (``History.shared``: the intersection, critical
+    and the three correspondence attacks read the same release). The release's rows (``History.release``, a
+    copy: the largest frame an attack reads) are dropped on return. O(n log n + classes); memory kept: four
+    arrays of n numbers and the boxes."""
+
+    def build() -> Classes:
+        spec = history.spec
+        table = history.release(release_id)
+        names = released_attributes(table, spec)
+        label, first, _ = qi_classes(table, names, by_release=False)
+        lo, hi = (np.column_stack([table[f"{a}__{side}"].to_numpy(np.float64)[first] for a in names]) if names
+                  else np.zeros((len(first), 0)) for side in ("lo", "hi"))
+        group_id = table["group_id"].to_numpy(np.float64)
+        return Classes(names, label, lo, hi, group_id, sensitive_codes(table, spec),
+                       not bool(np.isnan(group_id).any()), bool(table[spec.sensitive].notna().any()))
+
+    return history.shared(("classes", release_id), build)
+
+
+def snapshot_ids(history: History, release_id: int) -> pd.Index:
+    """The individuals of T(j) (``History.snapshot``'s ids, in order), computed once per judging pass
+    (``History.shared``). O(n_j)."""
+    return history.shared(("ids", release_id), lambda: pd.Index(history.snapshot(release_id)[history.spec.id]))
+
+
 def _release_boxes(history: History, release_id: int) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
     """Release j's published QI attributes, its class boxes ``lo, hi`` and their signatures as uint64 bitsets
-    (``grouping.class_boxes``, ``pack_bits``); None when the release leaves the sensitive attribute out. The
-    release's rows (``History.release``, a copy: the largest frame ``candidate_sets`` reads) are dropped on
-    return, before the points are encoded and joined. O(n log n + classes x values)."""
-    spec = history.spec
-    table = history.release(release_id)
-    if table[spec.sensitive].isna().all():
+    (``release_classes``, ``pack_bits``); None when the release leaves the sensitive attribute out.
+    O(n log n + classes x values), once per judging pass."""
+    classes = release_classes(history, release_id)
+    if not classes.sensitive:
         return None
-    names = released_attributes(table, spec)
-    _, lo, hi, counts = class_boxes(table, spec, names)
-    return names, lo, hi, pack_bits(counts > 0)
+    return classes.names, classes.lo, classes.hi, pack_bits(classes.counts(len(history.spec.sensitive_values)) > 0)
 
 
 #: The name of the intersection attack's entry in the judge's memo (``History.memo``).
@@ -152,19 +200,30 @@ def intersection_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Repor
         return skipped("intersection", "no snapshots: the adversary's QI values and lifespans are unknown")
     runs = intersection_runs(history)
     words = runs[[c for c in runs.columns if c.startswith("w") and c[1:].isdigit()]].to_numpy(np.uint64)
-    inter = unpack_bits(words, len(spec.sensitive_values))
     size = popcount(words)
-    value = runs["value"].to_numpy(np.int64)
     frame = pd.DataFrame({
         spec.id: runs[spec.id].to_numpy(),
         "first": runs["first"].to_numpy(np.int64),
         "last": runs["last"].to_numpy(np.int64),
         "size": size,
         "risk": 1.0 / np.maximum(size, 1),
-        "contains_true": (value >= 0) & inter[np.arange(len(runs)), np.maximum(value, 0)],
+        "contains_true": has_value(words, runs["value"].to_numpy(np.int64)),
     })
     extra = {"true_value_missed": int((~frame["contains_true"]).sum())}
-    return attack_report("intersection", frame, size, bound.values, spec.sensitive_values, inter, extra)
+    report = attack_report("intersection", frame, size, bound.values, spec.sensitive_values, None, extra)
+    below = size < bound.values  # only the violations' candidate sets are unpacked (55 MB at 1M rows otherwise)
+    report.violations["candidates"] = candidate_tuples(unpack_bits(words[below], len(spec.sensitive_values)),
+                                                       spec.sensitive_values)
+    return report
+
+
+def has_value(words: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Whether bitset row i of ``words`` holds value ``value[i]`` (False for -1, a value outside the domain): one
+    word and one shift per row, nothing unpacked. O(rows)."""
+    known = value >= 0
+    at = np.where(known, value, 0)
+    word = np.take_along_axis(words, (at >> 6)[:, None], axis=1)[:, 0] if len(words) else np.zeros(0, np.uint64)
+    return known & ((word >> (at & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
 
 
 #: The name of the critical attack's entry in the judge's memo (``History.memo``).
@@ -228,13 +287,13 @@ def _critical_pair(history: History, before: int, after: int) -> list[pd.DataFra
     fakes = history.counterfeits
     fakes = fakes[fakes["release_id"].isin([before, after])].groupby("release_id")["count"].sum() if len(fakes) else {}
     S = len(spec.sensitive_values)
-    codes = {j: sensitive_codes(history.release(j), spec) for j in (before, after)}
+    codes = {j: release_classes(history, j).codes for j in (before, after)}
     change = np.bincount(codes[after][codes[after] >= 0], minlength=S) - np.bincount(
         codes[before][codes[before] >= 0], minlength=S)
-    members = {j: history.snapshot(j)[spec.id] for j in (before, after)}
+    members = {j: snapshot_ids(history, j) for j in (before, after)}
     out = []
     for kind, release, other, sign in (("absence", before, after, -1), ("addition", after, before, 1)):
-        moved = ~members[release].isin(members[other]).to_numpy()
+        moved = ~members[release].isin(members[other])
         movers = int(moved.sum()) + int(fakes.get(release, 0))
         delta = np.clip(sign * change, 0, None)
         if movers == 0 or delta.sum() != movers:

@@ -13,14 +13,13 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from ...encoding import codes_in, unique_rows
 from ...grouping import pack_bits, popcount, unpack_bits
 from ...spec import BoundSpec
 from ..history import Bound, History, Report
 from ..report import attack_report, candidate_tuples, skipped
-from .intersection import NO_DISCLOSURE, candidate_sets
+from .intersection import NO_DISCLOSURE, candidate_sets, has_value
 
 #: The SUG attack's entries in the judge's memo (``History.memo``): the layers, each individual's forward
 #: weights at its last layer, and the update sets they were computed under.
@@ -65,7 +64,9 @@ def sug_attack(
     O(the memo) to read and carry it: one row per layer (appearance) and the forward weights of each
     individual's last layer (one row of V floats per individual ever seen: 580k x 46 after 20 releases of
     200k rows, -20k/+20k each, where the long form of the positive weights had 26M rows and took 3.2 s to read
-    and 2-3 s to fold; now 1.2-1.7 s and 1.0-1.7 s). Nothing of releases 1..n-1 is read but the memo, which
+    and 2-3 s to fold; now 1.2-1.7 s and 1.0-1.7 s; the attack's own CPU at release 20 of that history, from the
+    memo, about 4 s before the per-distinct-set fold of issue #12 and 1.4 s after, 2.6 s and 1.0 s at release 2;
+    CPU on a loaded 2-core machine). Nothing of releases 1..n-1 is read but the memo, which
     still grows with the history: a layer per appearance and the last layer of every individual ever seen
     (an id may come back, and the adversary links it).
     """
@@ -106,12 +107,7 @@ def _words(layers: pd.DataFrame) -> np.ndarray:
 
 def _frame(spec: BoundSpec, layers: pd.DataFrame, words: np.ndarray, size: np.ndarray) -> pd.DataFrame:
     """``id, release_id, size, risk`` of every layer (``sug_attack``'s definition of ``risk``). O(layers)."""
-    value = layers["value"].to_numpy(np.int64)
-    bit = np.zeros(len(layers), dtype=bool)
-    known = value >= 0
-    if known.any():
-        flags = unpack_bits(words[known], max(len(spec.sensitive_values), 1))
-        bit[known] = flags[np.arange(int(known.sum())), value[known]]
+    bit = has_value(words, layers["value"].to_numpy(np.int64))
     risk = np.where(~bit, 0.0, np.where(size == 1, 1.0, layers["risk"].to_numpy(np.float64)))
     return pd.DataFrame({spec.id: layers[spec.id].to_numpy(), "release_id": layers["release_id"].to_numpy(np.int64),
                          "size": size, "risk": risk})
@@ -193,21 +189,25 @@ def _fold(
     on), times the node weight 1/|C_j|, normalised; its feasible nodes are C_j within the successors of its last
     layer's feasible nodes (Def. 11, forwards). Then the earlier layers are pruned backwards: V'_i keeps the
     nodes with a successor in V'_{i+1}, and the pruning walks back only while it removes something. The sums
-    over edges run over the CUS pairs (``scipy.sparse``), in a fixed order per individual, so that the same
+    over edges run over the CUS pairs in a fixed order per individual (``_forward``), so that the same
     individual gets the same weights whichever others are folded with it (the window equals the complete
-    history bit for bit). O(n_j x (V + CUS pairs) + memo + layers visited by the pruning x V^2)."""
+    history bit for bit). What depends on C_j alone (node weights, out-degrees) and the successors and
+    predecessors of a feasible set (``_image``) are computed once per distinct set (issue #12: 200k individuals
+    of Census-KDD share a few thousand C_j), then gathered. O(n_j x (V + distinct columns of E x their
+    predecessors) + memo + layers visited by the pruning + distinct sets x V^2)."""
     spec = history.spec
     S = len(spec.sensitive_values)
     who, css = candidate_sets(history, j)
     truth = codes_in(who[spec.sensitive], spec.sensitive_values).astype(np.int64)
     lasts = np.flatnonzero(layers["last"].to_numpy(bool))
     at = pd.Index(layers[spec.id].to_numpy()[lasts]).get_indexer(who[spec.id].to_numpy())
-    seen = at >= 0
+    seen = np.flatnonzero(at >= 0)
     vcols = [c for c in layers.columns if c[0] == "v" and c[1:].isdigit()]
-    cf = css.astype(np.float64)
-    weight = cf / np.maximum(cf.sum(axis=1, keepdims=True), 1)
-    f = weight.copy()
-    V = css.copy()
+    sets, of_row = _distinct(pack_bits(css))  # C_j is one of few sets: per set once, then per row a gather
+    cf = unpack_bits(sets, S).astype(np.float64)
+    weight = cf / np.maximum(cf.sum(axis=1, keepdims=True), 1)  # node weights 1/|C_j|, per distinct C_j
+    f = weight[of_row]
+    new_words = sets[of_row]
     prev_row = np.full(len(at), -1, dtype=np.int64)
     prev_row[seen] = lasts[at[seen]]
     words = layers[vcols].to_numpy(np.uint64)
@@ -215,18 +215,11 @@ def _fold(
     at_forward = np.searchsorted(forward_rows, prev_row[seen])  # rows ascending, one per individual's last layer
     found = at_forward < len(forward_rows)
     found[found] = forward_rows[at_forward[found]] == prev_row[seen][found]  # (a long-form memo omits zero rows)
-    if seen.any():
-        Es = sparse.csr_matrix(E.astype(np.float64))
-        before = np.where(found[:, None], weights[np.where(found, at_forward, 0)], 0.0) if len(weights) else \
-            np.zeros((int(seen.sum()), S))
-        out_degree = np.asarray((Es @ cf[seen].T).T)  # per previous value s: its successors in C_j
-        scaled = np.where(out_degree > 0, before / np.where(out_degree > 0, out_degree, 1), 0)
-        f[seen] = np.asarray((Es.T @ scaled.T).T) * weight[seen]
-        last = unpack_bits(words[prev_row[seen]], S)
-        V[seen] &= np.asarray((Es.T @ last.T.astype(np.float64)).T) > 0
+    if len(seen):
+        f[seen] = _forward(E, weights, np.where(found, at_forward, -1), cf, weight, of_row[seen])
+        new_words[seen] &= _image(words[prev_row[seen]], E, S)  # C_j within the successors of V'_{i-1}
     f /= np.maximum(f.sum(axis=1, keepdims=True), 1e-300)
     risk = np.where(truth >= 0, f[np.arange(len(f)), np.maximum(truth, 0)], 0.0)
-    new_words = pack_bits(V)
     words = _prune(words, layers["prev"].to_numpy(np.int64), prev_row[seen], new_words[seen], E)
     start = len(layers)
     was_last = layers["last"].to_numpy(bool).copy()
@@ -244,26 +237,30 @@ def _fold(
     keep[at_forward[found]] = False  # those individuals' last layer is now release j's
     stay = int(keep.sum())
     kept = np.empty((S, stay + len(who)))  # value-major, as pandas keeps a float block: one copy, no transpose
-    np.compress(keep, np.ascontiguousarray(weights.T), axis=1, out=kept[:, :stay])
+    staying = np.flatnonzero(keep)  # ascending: each column is read in order
+    for s, column in enumerate(weights):
+        np.take(column, staying, out=kept[s, :stay], mode="clip")
     kept[:, stay:] = f.T
     forward = pd.DataFrame(kept.T, columns=[f"f{s}" for s in range(S)], copy=False)
     forward.insert(0, "row", np.r_[forward_rows[keep], start + np.arange(len(who), dtype=np.int64)])
     return layers, forward
 
 
-def _dense(forward: pd.DataFrame, S: int) -> tuple[np.ndarray, np.ndarray]:
+def _dense(forward: pd.DataFrame, S: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """``(rows, weights)`` of the memo ``FORWARD``: the layer row of each individual's last layer (ascending) and
-    its forward weights as a (rows, S) matrix (columns ``f0..``). A memo written in the earlier long form (``row,
-    value, weight``, the positive weights only) is read into the same matrix. O(individuals x S)."""
+    its forward weights, one array per value (``weights[s]``: column ``fs``, all 0 for a value new to the domain;
+    a column of the memo is a view, not a copy). A memo written in the earlier long form (``row, value,
+    weight``, the positive weights only) is read into the same form. O(S) for the columns form (views),
+    O(individuals x S) for the long form."""
     if "weight" not in forward.columns:
-        columns = [f"f{s}" for s in range(S)]  # a value new to the domain has no weight yet
-        weights = forward.iloc[:, 1:] if list(forward.columns[1:]) == columns else \
-            forward.reindex(columns=columns, fill_value=0.0)
-        return forward["row"].to_numpy(np.int64), weights.to_numpy(np.float64).reshape(len(forward), S)
+        rows = forward["row"].to_numpy(np.int64)
+        zero = np.zeros(len(forward))
+        return rows, [forward[f"f{s}"].to_numpy(np.float64) if f"f{s}" in forward.columns else zero
+                      for s in range(S)]
     rows, at = np.unique(forward["row"].to_numpy(np.int64), return_inverse=True)
-    weights = np.zeros((len(rows), S))
-    weights[at.reshape(-1), forward["value"].to_numpy(np.int64)] = forward["weight"].to_numpy(np.float64)
-    return rows, weights
+    weights = np.zeros((S, len(rows)))
+    weights[forward["value"].to_numpy(np.int64), at.reshape(-1)] = forward["weight"].to_numpy(np.float64)
+    return rows, list(weights)
 
 
 def _stacked(before: pd.Series, after: pd.Series) -> np.ndarray:
@@ -276,11 +273,11 @@ def _stacked(before: pd.Series, after: pd.Series) -> np.ndarray:
 def _prune(words: np.ndarray, prev: np.ndarray, rows: np.ndarray, after: np.ndarray, E: np.ndarray) -> np.ndarray:
     """Def. 11 backwards: for each layer in ``rows`` (whose next layer's feasible set is now ``after``), keep
     the nodes with a successor in it, and walk on to the layer before (``prev``) while that removed a node.
-    ``words`` updated in place and returned. O(layers visited x V^2): a visit shrinks the layer or ends its walk."""
+    ``words`` updated in place and returned. O(layers visited x words + distinct feasible sets x V^2 per step)
+    (``_image``): a visit shrinks the layer or ends its walk."""
     S = E.shape[0]
-    Et = E.T.astype(np.float64)
     while len(rows):
-        reach = pack_bits((unpack_bits(after, S).astype(np.float64) @ Et) > 0)  # nodes with an edge into ``after``
+        reach = _image(after, E.T, S)  # nodes with an edge into ``after``
         # several individuals never share a layer row, so the rows are distinct
         kept = words[rows] & reach
         changed = (kept != words[rows]).any(axis=1)
@@ -289,3 +286,62 @@ def _prune(words: np.ndarray, prev: np.ndarray, rows: np.ndarray, after: np.ndar
         go = changed & (nxt >= 0)
         rows, after = nxt[go], kept[go]
     return words
+
+
+def _distinct(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct, inverse)``: the distinct bitset rows of ``words`` (sorted) and the distinct row of each row;
+    one 1-D sort when the rows are one word (up to 64 values), ``encoding.unique_rows`` otherwise.
+    O(n log n)."""
+    if words.shape[1] == 1:
+        distinct, inverse = np.unique(words[:, 0], return_inverse=True)
+        return distinct[:, None], inverse.reshape(-1)
+    distinct, inverse, _ = unique_rows(words)
+    return distinct, inverse
+
+
+def _image(words: np.ndarray, M: np.ndarray, S: int) -> np.ndarray:
+    """The image of each bitset row of ``words`` (sets of values) under the relation ``M`` (S x S booleans):
+    the values t with ``M[s, t]`` for some s of the row, as bitset rows. With ``E`` the successors (Def. 10's
+    edges), with ``E.T`` the predecessors. Each distinct row once (``_distinct``), then a gather: O(n log n +
+    distinct rows x S^2)."""
+    distinct, inverse = _distinct(words)
+    image = (unpack_bits(distinct, S).astype(np.float32) @ M.astype(np.float32)) > 0
+    return pack_bits(image)[inverse]
+
+
+def _forward(E: np.ndarray, weights: list[np.ndarray], source: np.ndarray, cf: np.ndarray, weight: np.ndarray,
+             of_row: np.ndarray) -> np.ndarray:
+    """The unnormalised forward weights of release j's layer of the individuals seen before (eq. 1, one layer
+    on): ``g(s') = sum over the edges s -> s' of f(s) / out-degree(s)``, times the node weight of s', where f is
+    the individual's normalised weight at its last layer (``weights[s][source]``, ``_dense``; -1: none: all 0) and
+    out-degree(s) the successors of s in its C_j (0: the edge term is 0).
+
+    ``cf``, ``weight``: each distinct C_j (``_distinct``) as 0/1 floats and its node weights; ``of_row``: the
+    distinct C_j of each individual. The out-degrees are per distinct C_j (counts, exact in any order). The sum
+    over s runs, for each s', over s ascending from 0.0, value-major, one vector add per edge: the order of
+    ``scipy.sparse``'s CSC product ``E.T @ x`` that this replaces, so the weights are the same to the bit, and
+    each individual's weights are independent of who is folded with it (the window equals the complete
+    history). Values s' with the same predecessors (equal columns of E: every value of a CUS block when the
+    CUSs partition the domain) share one sum. O(n x (V + distinct columns of E x their predecessors)), memory a
+    few (V, n) float arrays."""
+    S, n = E.shape[0], len(source)
+    out_degree = (cf @ E.T.astype(np.float64)).astype(np.int16 if S < 2**15 else np.int64)  # (sets, S): exact
+    scaled = np.zeros((S, n))  # value-major: f(s) / out-degree(s), one contiguous row per previous value s
+    has = source >= 0
+    if has.any():
+        at = np.where(has, source, 0)
+        for s, column in enumerate(weights):
+            np.take(column, at, out=scaled[s], mode="clip")  # (clip: no buffered copy; ``at`` is in range)
+        scaled[:, ~has] = 0.0
+    degree = out_degree.T[:, of_row]
+    np.divide(scaled, degree, out=scaled, where=degree > 0)
+    scaled[degree <= 0] = 0.0
+    del degree
+    columns, of_value = np.unique(E.T, axis=0, return_inverse=True)  # distinct predecessor sets
+    sums = np.zeros((len(columns), n))
+    for c, predecessors in enumerate(columns):
+        for s in np.flatnonzero(predecessors):  # ascending s, from 0.0: the CSC product's order
+            np.add(sums[c], scaled[s], out=sums[c])
+    del scaled
+    out = sums[of_value.reshape(-1)].T * weight[of_row]
+    return out

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ...encoding import unique_rows
-from ...grouping import bitsets, describe, group_or, popcount, unpack_bits
+from ...grouping import bitsets, describe, group_or, pack_bits, popcount, unpack_bits
 from ..history import History, Report
 from ..report import concat_violations, group_violations, verifier_report
 from .single import State, fold_releases, m_uniqueness_of
@@ -165,6 +165,20 @@ def _appearances(
     return report, seen.state(ident)
 
 
+def _image(rows: np.ndarray, M: np.ndarray, width: int) -> np.ndarray:
+    """For each bitset row (a set of values), the values t with ``M[s, t]`` for some s of the row, as bitset
+    rows. Each distinct row once: its label by hashing (``pandas.factorize`` of its one word; ``unique_rows``
+    past 64 values), a boolean product over the V values, then a gather. O(n + distinct rows x V^2) expected
+    (O(n log n) past 64 values)."""
+    if rows.shape[1] == 1:
+        labels, distinct = pd.factorize(rows[:, 0])
+        distinct = np.asarray(distinct, dtype=np.uint64)[:, None]
+    else:
+        distinct, labels, _ = unique_rows(rows)
+    image = (unpack_bits(distinct, width).astype(np.float32) @ M.astype(np.float32)) > 0
+    return pack_bits(image)[labels]
+
+
 def legal_update_failures(
     before: np.ndarray, before_size: np.ndarray, now: np.ndarray, now_size: np.ndarray, cus: np.ndarray,
     width: int,
@@ -175,23 +189,21 @@ def legal_update_failures(
     ``before``/``now``: the two groups' values as bitset rows; ``cus``: CUS(v) of every value as bitset rows
     (``update_set_bits``). Each distinct (USS, C_j) pair is decided once: the union of the CUS of USS's values
     and, per value of USS, whether its CUS meets C_j, as boolean products over the V values.
-    O(pairs x words + distinct pairs x V^2).
+
+    Condition 2 reads USS alone for the union (``_image`` of USS under CUS) and condition 3 C_j alone for the
+    values whose CUS meets it (``_image`` of C_j under CUS^T), so each is computed once per distinct USS or
+    C_j and each pair costs a word-wise AND: O(pairs x words + distinct sets x V^2).
     """
     sizes = np.asarray(before_size != now_size, dtype=bool)
     if len(before) == 0:
         empty = np.zeros(0, dtype=bool)
         return sizes, empty, empty
-    joined = np.hstack([before, now])
-    distinct, inverse, _ = unique_rows(joined)
-    words = before.shape[1]
-    B = unpack_bits(distinct[:, :words], width).astype(np.float32)
-    N = unpack_bits(distinct[:, words:], width).astype(np.float32)
-    C = unpack_bits(cus, width).astype(np.float32)  # C[v, u]: u in CUS(v)
-    reach = (B @ C) > 0  # values some CUS of USS holds
-    meets = (N @ C.T) > 0  # meets[p, v]: CUS(v) holds a value of C_j
-    outside: np.ndarray = np.asarray(((N > 0) & ~reach).any(axis=1), dtype=bool)
-    uncovered: np.ndarray = np.asarray(((B > 0) & ~meets).any(axis=1), dtype=bool)
-    return sizes, outside[inverse], uncovered[inverse]
+    C = unpack_bits(cus, width)  # C[v, u]: u in CUS(v)
+    reach = _image(before, C, width)  # values some CUS of USS holds
+    meets = _image(now, C.T, width)  # values v whose CUS(v) holds a value of C_j
+    outside = np.asarray((now & ~reach).any(axis=1), dtype=bool)
+    uncovered = np.asarray((before & ~meets).any(axis=1), dtype=bool)
+    return sizes, outside, uncovered
 
 
 __all__ = [
