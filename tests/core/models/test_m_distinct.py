@@ -21,6 +21,11 @@ from dagster_privrelease.core.judge.attacks import sug_attack
 from dagster_privrelease.core.judge.history import Bound, History
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.models import m_distinct as md
+from dagster_privrelease.core.models.m_distinct import cuts, split
+from dagster_privrelease.core.models.m_distinct.assignment import _fill_copies, candidate_pairs
+from dagster_privrelease.core.models.m_distinct.buckets import allowed_pairs, create_buckets, previous_signatures
+from dagster_privrelease.core.models.m_distinct.changes import diff
+from dagster_privrelease.core.models.m_distinct.update_sets import cus_matrix
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
 from dagster_privrelease.core.spec import BoundSpec, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SpecError
@@ -102,13 +107,13 @@ def test_diff_of_tables_i_and_ii():
     their disease (and QIs), Tom and Lily only their QIs."""
     spec = paper_spec()
     t1, t2 = validate_snapshot(lz.table_1(), spec), validate_snapshot(lz.table_2(), spec)
-    changes = md.diff(t1, t2, spec)
+    changes = diff(t1, t2, spec)
     names = t2["Name"].to_numpy()
     assert changes.deleted == 0 and not changes.inserted.any()
     assert set(names[changes.sensitive_updated]) == {"Julia", "Harry", "Ben"}
     assert set(names[changes.qi_updated]) == {"Julia", "Tom", "Harry", "Lily", "Ben"}
     assert set(names[~changes.updated]) == {"Ken"}
-    grown = md.diff(t1.iloc[1:], pd.concat([t2, t2.iloc[[0]].assign(Name="Ann")], ignore_index=True), spec)
+    grown = diff(t1.iloc[1:], pd.concat([t2, t2.iloc[[0]].assign(Name="Ann")], ignore_index=True), spec)
     assert grown.inserted.sum() == 2 and grown.deleted == 0  # Ken is not in T(1) any more, Ann is new
 
 
@@ -279,7 +284,7 @@ def test_overlapping_entries_are_balanced_and_decomposed():
     assert second.counterfeit_count == 2
     assert sorted(second.table.loc[second.table["group_id"].isin([hosted[1], hosted[2]]), "s"]) == ["M", "M", "P", "P"]
     entries = np.array([[False, True, True, False, False], [False, False, True, False, False]])
-    assert md.allowed_pairs(entries).tolist() == [[False, True, False, False, False], entries[1].tolist()]
+    assert allowed_pairs(entries).tolist() == [[False, True, False, False, False], entries[1].tolist()]
 
 
 def test_strict_needs_m_disjoint_classes():
@@ -359,9 +364,9 @@ def test_create_buckets_adds_the_highest_scored_intersection():
     spec = parse_spec({"name": "t", "id": "pid", "sensitive": {"name": "s", "values": values},
                        "quasi_identifiers": {"age": {"type": "numeric"}},
                        "model": {"name": "m_distinct", "m": 2, "update_sets": TREE}})
-    C = md.cus_matrix(spec.bind(pd.DataFrame({"pid": [1], "age": [30], "s": [values[0]]})))
+    C = cus_matrix(spec.bind(pd.DataFrame({"pid": [1], "age": [30], "s": [values[0]]})))
     code = {v: i for i, v in enumerate(values)}
-    buckets = md.create_buckets([(code["r1"], code["r2"]), (code["r2"], code["r3"])], C)
+    buckets = create_buckets([(code["r1"], code["r2"]), (code["r2"], code["r3"])], C)
     assert len(buckets.entries) == 3
     new = {frozenset(np.asarray(values)[row]) for row in buckets.entries[2]}
     assert new == {frozenset({"a"}), frozenset({"r2", "b", "c"})}
@@ -371,7 +376,7 @@ def test_create_buckets_adds_the_highest_scored_intersection():
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), family=st.sampled_from(sorted(FAMILIES)), m=st.sampled_from([2, 3]),
-       strict=st.booleans(), n=st.integers(8, 40), leaf=st.sampled_from([1, md.LEAF]))
+       strict=st.booleans(), n=st.integers(8, 40), leaf=st.sampled_from([1, cuts.LEAF]))
 def test_random_streams_stay_m_distinct(seed, family, m, strict, n, leaf):
     """Random streams of insertions, deletions and CUS-respecting updates: every release is m-unique and every
     record's new candidate set is a legal update instance (Def. 14) of its previous signature (the judge's verifier,
@@ -386,7 +391,7 @@ def test_random_streams_stay_m_distinct(seed, family, m, strict, n, leaf):
         "quasi_identifiers": {"age": {"type": "numeric"}, "zone": {"type": "numeric"}},
         "model": {"name": "m_distinct", "m": m, "update_sets": update_sets, "strict": strict}, "seed": seed % 1000,
     })
-    with mock.patch.object(md, "LEAF", leaf):
+    with mock.patch.object(cuts, "LEAF", leaf):
         history, _ = run(stream(np.random.default_rng(seed), update_sets, releases=4, n=n), spec)
     judge(history, m=m)
 
@@ -490,7 +495,8 @@ def test_crowded_cuts_match_the_definition(data):
     at = at.reshape(N, d, s, D)
     at[np.broadcast_to(np.arange(D) >= deltas[:, None, None, None], at.shape)] = -1  # the pads hold no value
     real = np.broadcast_to(np.arange(1, D) < deltas[:, None, None], (N, d, D - 1))  # the cuts of each node
-    np.testing.assert_array_equal(md._crowded_cuts(at, deltas, V)[real], _naive_crowded(at, deltas)[real])
+    domain = V + data.draw(st.sampled_from([0, 1 << 16]))  # a domain past 16-bit keys: the comparison sort
+    np.testing.assert_array_equal(cuts._crowded_cuts(at, deltas, domain)[real], _naive_crowded(at, deltas)[real])
 
 
 def _naive_cut(X: np.ndarray, entry: np.ndarray, value: np.ndarray, node: np.ndarray, s: int):
@@ -551,9 +557,9 @@ def test_batched_eq4_cuts_match_each_node_alone_and_the_definition(data):
     s, d, V = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), 5
     nodes, entry, value, X = _nodes(rng, s, d, V, data.draw(st.lists(st.integers(2, 7), min_size=1, max_size=4)))
     Xa, va = np.vstack([X, np.full((1, d), np.nan)]), np.r_[value, -1]
-    batch = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
+    batch = cuts._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
     for node, cut in zip(nodes, batch, strict=True):
-        alone = md._best_overlapping_cuts(Xa, entry, va, [node], s, V)[0]
+        alone = cuts._best_overlapping_cuts(Xa, entry, va, [node], s, V)[0]
         naive = _naive_cut(X, entry, value, node, s)
         for got in (cut, alone):
             assert (got is None) == (naive is None)
@@ -581,7 +587,7 @@ def test_copies_are_filled_as_one_record_at_a_time_would(data):
     records = np.flatnonzero(lengths > 1)
     class_id = bucket_of * 10 + kind  # a class: one bucket, one set of copies
     cnt, out_b, out_e = start_cnt.copy(), np.full(n, -1), np.full(n, -1)
-    md._fill_copies(records, class_id[records], bucket, entry, starts, lengths, cnt, out_b, out_e)
+    _fill_copies(records, class_id[records], bucket, entry, starts, lengths, cnt, out_b, out_e)
     ref_cnt, ref_b, ref_e = start_cnt.copy(), np.full(n, -1), np.full(n, -1)
     for t in records.tolist():
         b, ce = bucket[starts[t]], entry[starts[t]: starts[t] + lengths[t]]
@@ -600,13 +606,13 @@ def test_radix_sorted_eq4_cuts_match_the_float_sort_and_the_definition(data):
     and of eq. 4's definition, NaN (open counterfeits) and ties included."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     s, d, V = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), 5
-    deltas = data.draw(st.lists(st.integers(md.RADIX_FROM - 2, md.RADIX_FROM + 6), min_size=1, max_size=3))
+    deltas = data.draw(st.lists(st.integers(cuts.RADIX_FROM - 2, cuts.RADIX_FROM + 6), min_size=1, max_size=3))
     nodes, entry, value, X = _nodes(rng, s, d, V, deltas, scale=3)
     Xa, va = np.vstack([X, np.full((1, d), np.nan)]), np.r_[value, -1]
-    ranks = md.sort_ranks(Xa)
+    ranks = cuts.sort_ranks(Xa)
     assert ranks is not None and ranks.dtype == np.uint8
-    radix = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V, ranks)
-    floats = md._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
+    radix = cuts._best_overlapping_cuts(Xa, entry, va, nodes, s, V, ranks)
+    floats = cuts._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
     for node, got, ref in zip(nodes, radix, floats, strict=True):
         naive = _naive_cut(X, entry, value, node, s)
         assert (got is None) == (ref is None) == (naive is None)
@@ -626,12 +632,12 @@ def test_candidate_pairs_match_the_loop_over_kinds():
     C = np.eye(V, dtype=bool)
     C[0, 1] = C[1, 0] = C[2, 3] = C[3, 2] = True  # CUSs {0,1}, {2,3}, {4}, {5}
     signatures = [(0, 0, 2), (0, 2, 4), (2, 4, 5), (0, 2, 5)]
-    buckets = md.create_buckets(signatures, C)
+    buckets = create_buckets(signatures, C)
     n = 300
     prev_uss = rng.integers(-1, len(signatures), size=n)
     codes = rng.integers(0, V, size=n)
     for strict in (False, True):
-        record, bucket, entry, count = md.candidate_pairs(buckets, prev_uss, codes, strict)
+        record, bucket, entry, count = candidate_pairs(buckets, prev_uss, codes, strict)
         open_to_new = buckets.disjoint if strict else np.ones(len(buckets.entries), dtype=bool)
         ref_r, ref_b, ref_e, ref_c = [], [], [], []
         for t in range(n):
@@ -646,3 +652,76 @@ def test_candidate_pairs_match_the_loop_over_kinds():
             ref_c.append(found)
         for got, ref in ((record, ref_r), (bucket, ref_b), (entry, ref_e), (count, ref_c)):
             np.testing.assert_array_equal(got, np.array(ref, dtype=np.int64))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_previous_signatures_match_a_table_of_sorted_tuples(data):
+    """``previous_signatures`` (one padded row per group, one row unique) against Def. 13 read literally: per group
+    of T*(n-1) hosting a record of T(n), in group order, the sorted tuple of its rows' values (each standing for
+    the first value of the same CUS), numbered on first sight."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    update_sets = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))]
+    values = sorted(update_sets)
+    sizes = rng.integers(2, 5, size=data.draw(st.integers(1, 12)))
+    group_ids = rng.permutation(1000)[: len(sizes)] + 1
+    table = pd.DataFrame({"group_id": np.repeat(group_ids, sizes), "s": rng.choice(values, size=int(sizes.sum()))})
+    hosting = pd.DataFrame({"pid": np.arange(2 * len(sizes)), "group_id": rng.choice(group_ids, 2 * len(sizes))})
+    ids = rng.permutation(np.r_[rng.choice(hosting["pid"], len(sizes), replace=False), 1000 + np.arange(3)])
+    snapshot = pd.DataFrame({"pid": ids, "age": 30, "s": values[0]})
+    spec = parse_spec({"name": "random", "id": "pid", "sensitive": {"name": "s", "values": values},
+                       "quasi_identifiers": {"age": {"type": "numeric"}},
+                       "model": {"name": "m_distinct", "m": 2, "update_sets": update_sets}}).bind(snapshot)
+    previous = PreviousRelease(1, snapshot, table, pd.DataFrame(), hosting)
+    C = cus_matrix(spec)
+    prev_uss, signatures = previous_signatures(snapshot, spec, previous, C)
+    cus_rows = [tuple(row) for row in C.tolist()]
+    stands = {v: cus_rows.index(cus_rows[i]) for i, v in enumerate(values)}  # the first value of the same CUS
+    hosted = dict(zip(hosting["pid"], hosting["group_id"], strict=True))
+
+    def signature(group) -> tuple[int, ...]:
+        return tuple(sorted(stands[v] for v in table.loc[table["group_id"] == group, "s"]))
+
+    keys: dict[tuple[int, ...], int] = {}
+    for group in sorted({hosted[i] for i in ids if i in hosted}):
+        keys.setdefault(signature(group), len(keys))
+    assert signatures == list(keys)
+    assert prev_uss.tolist() == [keys[signature(hosted[i])] if i in hosted else -1 for i in ids]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_columns_of_many_leaves_match_one_leaf_at_a_time(data):
+    """``_columns`` (every leaf of a level at once) against §V-C's decomposition of one node read literally: per
+    node, the rows of each block of equal entries sorted by value, then QI order (rows with a NaN QI last, then QI
+    0, 1, ..., then row order), dealt to groups 0, 1, ..., δ-1 in turn."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    deltas = np.array(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=5)))
+    d, blocks = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    leaf = np.repeat(np.arange(len(deltas)), deltas * blocks)
+    block = rng.integers(0, blocks, size=len(leaf))
+    X = rng.integers(0, 3, size=(len(leaf), d)).astype(float)
+    X[rng.random(len(leaf)) < 0.2] = np.nan
+    value = rng.integers(0, 4, size=len(leaf))
+    got = split._columns(X, value, block, leaf, deltas)
+    for node, delta in enumerate(deltas.tolist()):
+        rows = np.flatnonzero(leaf == node)
+        known = [not np.isnan(X[r]).any() for r in rows]
+        qi = sorted(range(len(rows)), key=lambda i: (not known[i], *(np.inf if np.isnan(x) else x
+                                                                       for x in X[rows[i]]), i))
+        rank = {rows[i]: at for at, i in enumerate(qi)}
+        for b in range(blocks):
+            mine = sorted(rows[block[rows] == b], key=lambda r: (value[r], rank[r]))
+            assert [got[r] for r in mine] == [i % delta for i in range(len(mine))]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_eq4_extent_sums_are_numpys_row_sums(data):
+    """``_sum_extents`` (the extents laid out QI first) adds eq. 4's d normalised extents to the same floats as
+    numpy's sum over a row of d values, for every d (one after another below 8, pairwise from 8 on)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    d = data.draw(st.integers(1, 12))
+    rows = rng.random((5, 3, 7, d)) * rng.choice([0.0, 1e-3, 1.0, 1e3], size=(5, 3, 7, d))
+    got = cuts._sum_extents(np.ascontiguousarray(np.moveaxis(rows, -1, 0)))
+    assert np.array_equal(got, rows.sum(axis=-1))
