@@ -437,6 +437,30 @@ def _diverse(table: pd.DataFrame, l: int) -> bool:  # noqa: E741
 tables = st.tuples(st.integers(2, 3), st.integers(0, 2**32 - 1), st.integers(0, 20))
 
 
+def _random_worlds(params, **spec_options):
+    """A random ℓ-diverse table (``params``: ℓ, seed, extra rows) under ``_random_spec(l, **spec_options)`` and
+    Algorithm 1's worlds of it: ``(l, seed, snapshot, spec, worlds)``."""
+    l, seed, extra = params  # noqa: E741
+    rng = np.random.default_rng(seed)
+    spec = _random_spec(l, **spec_options)
+    snapshot = validate_snapshot(_random_table(rng, np.arange(3 * l + extra), int(rng.integers(l, 7))), spec)
+    assume(_diverse(snapshot, l))
+    spec = spec.bind(snapshot)
+    return l, seed, snapshot, spec, MODEL.stages[0].run(snapshot, spec, None, rng)["possible_worlds"]
+
+
+def _first_step(params, attributes, loss):
+    """``_random_worlds`` with the information loss of ``attributes`` under ``loss``, the suffix keys and world
+    sources, and the first step's boxes (every other row already widened to rank 0):
+    ``(l, seed, snapshot, spec, worlds, il, keys, sources, lo, hi)``."""
+    l, seed, snapshot, spec, worlds = _random_worlds(params, loss=loss)  # noqa: E741
+    il = InformationLoss(snapshot, spec, tuple(attributes), loss)
+    keys, sources = sr.suffix_keys(snapshot, spec), sr.world_sources(snapshot, spec, worlds, l)
+    lo, hi = il.ranks.copy(), il.ranks.copy()
+    lo[::2] = 0  # some rows already generalised: boxes, not points
+    return l, seed, snapshot, spec, worlds, il, keys, sources, lo, hi
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]),
        st.sampled_from(["LM", "EM"]), st.sampled_from([2, 100]))
@@ -712,3 +736,140 @@ def test_matchings_costed_by_join_tables_equal_the_direct_costs(params, loss, p)
         information_loss._JOIN_LEAVES = saved
     for a, b in zip(fast, direct, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------- Step 5 as a transportation problem (exact matching)
+
+
+def _plan_inputs(seed: int, rows: int, boxes: int, points: int):
+    """Random supplies and demands of equal total (every box and point at least once), and a cost of few values
+    (ties, as LM's) or continuous (as EM's)."""
+    rng = np.random.default_rng(seed)
+    boxes, points = min(boxes, rows), min(points, rows)
+    supply = np.bincount(rng.integers(0, boxes, rows - boxes), minlength=boxes) + 1
+    demand = np.bincount(rng.integers(0, points, rows - points), minlength=points) + 1
+    cost = rng.integers(0, 4, (boxes, points)) / 3.0 if seed % 2 else rng.random((boxes, points))
+    return cost, supply, demand
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 14), st.integers(1, 6), st.integers(1, 6))
+def test_transport_plan_costs_what_the_expanded_assignment_costs(seed, rows, boxes, points):
+    """The naive reference: ``linear_sum_assignment`` on the tuple-level cost matrix (each box repeated by its
+    supply, each point by its demand) has the same optimal total as ``transport_plan``, whose plan is integral and
+    meets every supply and demand."""
+    from scipy.optimize import linear_sum_assignment
+
+    cost, supply, demand = _plan_inputs(seed, rows, boxes, points)
+    x = sr.transport_plan(cost, supply, demand)
+    assert x is not None
+    assert (x >= 0).all() and (x.sum(axis=1) == supply).all() and (x.sum(axis=0) == demand).all()
+    expanded = cost[np.repeat(np.arange(len(supply)), supply)][:, np.repeat(np.arange(len(demand)), demand)]
+    r, c = linear_sum_assignment(expanded)
+    assert float((cost * x).sum()) == pytest.approx(float(expanded[r, c].sum()), abs=1e-9)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]),
+       st.sampled_from(["LM", "EM"]))
+def test_exact_step_5_is_a_minimum_cost_perfect_matching_of_every_component(params, attributes, loss):
+    """``match`` on a random release's first step (V_R = a world, W another): a perfect matching inside every
+    component of eq. (9) whose total IL(closure{v, w}) equals ``linear_sum_assignment`` on each whole component's
+    tuple-level cost matrix (the reference, written from the definition)."""
+    from scipy.optimize import linear_sum_assignment
+
+    _, _, snapshot, _, _, il, keys, sources, lo, hi = _first_step(params, attributes, loss)
+    comp_v, comp_w = keys[sources[0]], keys[sources[1]]
+    matched = sr.match(il, lo, hi, comp_v, il.ranks, comp_w, p=100)
+    assert sorted(matched) == list(range(len(snapshot)))  # perfect
+    assert (comp_w[matched] == comp_v).all()  # inside the components of eq. (9)
+    cost = il.loss(np.minimum(lo, il.ranks[matched]), np.maximum(hi, il.ranks[matched]))
+    for k in np.unique(comp_v):
+        v, w = np.flatnonzero(comp_v == k), np.flatnonzero(comp_w == k)
+        full = il.loss(np.minimum(lo[v][:, None], il.ranks[w][None]), np.maximum(hi[v][:, None], il.ranks[w][None]))
+        r, c = linear_sum_assignment(full)
+        assert float(cost[v].sum()) == pytest.approx(float(full[r, c].sum()), abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables, st.sampled_from([("age",), ("sex", "zone"), ("age", "zone", "sex")]), st.sampled_from([2, 100]))
+def test_theorem_4_3_on_the_split_path(params, attributes, p):
+    """With no component solved exactly (``TRANSPORT_CELLS`` = 0: §4.4's sub-components of at most p everywhere,
+    the path of the large components), every release still admits every world (the judge's check)."""
+    l, seed, snapshot, spec, worlds = _random_worlds(params, p=p)  # noqa: E741
+    saved = sr.TRANSPORT_CELLS
+    sr.TRANSPORT_CELLS = 0
+    try:
+        split = _publish(snapshot, spec, list(attributes), worlds, seed)
+    finally:
+        sr.TRANSPORT_CELLS = saved
+    admitted, diverse = _judge(_stamp(split, 1), snapshot, worlds, spec, l)
+    assert admitted.ok, admitted.violations
+    assert diverse.ok
+
+
+def _least_cost_of(cost: np.ndarray, supply: np.ndarray, demand: np.ndarray, units: int) -> float:
+    """The naive reference for a partial plan: the least cost of ``units`` disjoint (row, tuple) pairs of the
+    tuple-level matrix (each box repeated by its supply, each point by its demand), by ``linear_sum_assignment``
+    with n - units dummy rows and columns (a dummy pairs at cost 0 with any real row or tuple, never with another
+    dummy), so exactly ``units`` real pairs remain."""
+    from scipy.optimize import linear_sum_assignment
+
+    expanded = cost[np.repeat(np.arange(len(supply)), supply)][:, np.repeat(np.arange(len(demand)), demand)]
+    n, extra = len(expanded), len(expanded) - units
+    padded = np.zeros((n + extra, n + extra))
+    padded[:n, :n] = expanded
+    padded[n:, n:] = 1e6  # dummy with dummy: never
+    r, c = linear_sum_assignment(padded)
+    return float(padded[r, c].sum())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 16), st.integers(1, 16), st.integers(1, 6))
+def test_a_stopped_transport_plan_is_a_least_cost_partial_plan(seed, rows, boxes, points, phases):
+    """``transport_plan`` stopped after at most ``phases`` phases (its budget, or its early stop, which a
+    continuous cost of more than ``_FEW_COSTS`` distinct values allows) returns an integral partial plan within
+    every supply and demand, of the least cost of any set of as many pairs (the reference above, from the
+    definition): what ``transport_match`` keeps is the cheapest matching of its size."""
+    cost, supply, demand = _plan_inputs(seed, rows, boxes, points)
+    x = sr.transport_plan(cost, supply, demand, phases)
+    assert (x >= 0).all() and (x.sum(axis=1) <= supply).all() and (x.sum(axis=0) <= demand).all()
+    assert x.sum() > 0  # phase 1 always sends
+    if int(supply.sum()) <= phases:  # at most one unit per phase is needed: it finishes
+        assert x.sum() == supply.sum()
+    assert float((cost * x).sum()) == pytest.approx(_least_cost_of(cost, supply, demand, int(x.sum())), abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables, st.sampled_from([("age",), ("sex", "zone"), ("age", "zone", "sex")]), st.sampled_from(["LM", "EM"]))
+def test_theorem_4_3_when_the_exact_step_stops_early(params, attributes, loss):
+    """With ``TRANSPORT_PHASES`` = 1 (every exact run stopped after phase 1, its partial plan kept and the rest sent
+    to §4.4's split): Step 5 is still a perfect matching inside every component of eq. (9), and the release admits
+    every world (the judge's check, independent of the model)."""
+    l, seed, snapshot, spec, worlds, il, keys, sources, lo, hi = _first_step(params, attributes, loss)  # noqa: E741
+    saved = sr.TRANSPORT_PHASES
+    sr.TRANSPORT_PHASES = 1
+    try:
+        matched = sr.match(il, lo, hi, keys[sources[0]], il.ranks, keys[sources[1]], p=2)
+        table = _publish(snapshot, spec, list(attributes), worlds, seed)
+    finally:
+        sr.TRANSPORT_PHASES = saved
+    assert sorted(matched) == list(range(len(snapshot)))
+    assert (keys[sources[1]][matched] == keys[sources[0]]).all()
+    admitted, diverse = _judge(_stamp(table, 1), snapshot, worlds, spec, l)
+    assert admitted.ok, admitted.violations
+    assert diverse.ok
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(40, 70), st.integers(12, 16), st.integers(12, 16), st.integers(2, 8))
+def test_the_early_stop_on_many_costs_keeps_a_least_cost_partial_plan(seed, rows, boxes, points, phases):
+    """The early stop's own path (a continuous cost of more than ``_FEW_COSTS`` distinct values, a budget): the
+    plan, complete or not, stays within every supply and demand and costs the least of any set of as many pairs
+    (``_least_cost_of``, from the definition)."""
+    cost, supply, demand = _plan_inputs(2 * seed, rows, boxes, points)  # even seed: continuous cost
+    assert len(np.unique(cost)) > sr._FEW_COSTS
+    x = sr.transport_plan(cost, supply, demand, phases)
+    assert (x >= 0).all() and (x.sum(axis=1) <= supply).all() and (x.sum(axis=0) <= demand).all()
+    assert x.sum() >= 1  # phase 1 always sends
+    assert float((cost * x).sum()) == pytest.approx(_least_cost_of(cost, supply, demand, int(x.sum())), abs=1e-9)

@@ -11,12 +11,14 @@ its low-cost ℓ-diverse bucket, such that with the true world every individual 
 algorithm links no individual to a value with probability above 1/ℓ (Theorem 4.1). A release depends only on
 its attributes and the worlds, not on its position or the releases before it (Theorem 4.4).
 
-Parameters: ``l`` (>= 2, at most the number of sensitive values), ``p`` (the largest sub-component solved by one
-Hungarian matching, §4.4; default 100), ``loss`` (``LM`` or ``EM``, §2.2; default LM) and ``partition`` (how a
-component larger than p is split: ``joint``, the default, or §4.4's ``paper`` rule; ``sequential_release``). Each release names its
-quasi-identifiers (``vertical``); the others have no columns in it (nulls in the store). Insertions are supported
-when the inserted batch is ℓ-diverse (§5.2); deletions and updates are refused (§5.3) in favour of
-``m_invariance`` and ``m_distinct``.
+Parameters: ``l`` (>= 2, at most the number of sensitive values), ``p`` (the largest sub-component of §4.4's
+split, used only on components too large for the exact transportation step (``TRANSPORT_CELLS``) and on the rows
+an early-stopped exact step leaves; default 100), ``loss`` (``LM`` or ``EM``, §2.2; default LM) and ``partition``
+(how such a component is split: ``joint``, the default, or §4.4's ``paper`` rule; ``sequential_release``). Step 5's
+matching is otherwise exact: a minimum-cost transportation plan between a component's distinct boxes and distinct
+tuples (``sequential_release.transport_match``). Each release names its quasi-identifiers (``vertical``); the
+others have no columns in it (nulls in the store). Insertions are supported when the inserted batch is ℓ-diverse
+(§5.2); deletions and updates are refused (§5.3) in favour of ``m_invariance`` and ``m_distinct``.
 
 The private state is the compact possible-world set ``possible_worlds`` (``(world, <id>, source_<id>)``, fake
 worlds 1..ℓ-1, the true world 0 implied; eq. (5)), kept with every release, and readable in the store as the
@@ -164,7 +166,8 @@ MODEL = ModelDescriptor(
     params={
         "l": Param(int, 2, help="every individual is linked to l different sensitive values, each in 1/l of the "
                                 "possible worlds"),
-        "p": Param(int, 1, default=100, help="largest sub-component of one Hungarian matching (§4.4)"),
+        "p": Param(int, 1, default=100, help="the largest sub-component of §4.4's split, used only on components too "
+                                              "large for the exact transportation step (TRANSPORT_CELLS)"),
         "loss": Param(str, default="LM", choices=LOSSES, help="information loss minimised: LM or EM (§2.2)"),
         "partition": Param(str, default="joint", choices=("joint", "paper"),
                            help="how a component larger than p is split: joint k-d halving of rows and tuples, or "
