@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dagster_privrelease import pipeline
 from dagster_privrelease.core import models
 from dagster_privrelease.core.judge.history import Report
 from dagster_privrelease.core.models import attack_history
-from dagster_privrelease.core.spec import parse_spec
+from dagster_privrelease.core.spec import parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
-from dagster_privrelease.storage import ReleaseStore
+from dagster_privrelease.storage import ReleaseStore, frame_digest
 from tests.storage.conftest import SPEC
 
 DISEASES = ("flu", "hiv", "gastritis", "bronchitis")
@@ -39,7 +42,7 @@ def table(ids) -> pd.DataFrame:
 
 
 @pytest.fixture
-def store(tmp_path) -> ReleaseStore:
+def store(tmp_path) -> Iterator[ReleaseStore]:
     """A store whose calls share one connection (opening a DuckDB file costs ~50 ms)."""
     with ReleaseStore(tmp_path / "clinic.duckdb", parse_spec(spec_of({"name": "l_diversity", "l": 2}))).session() as s:
         yield s
@@ -113,7 +116,8 @@ def test_a_refused_release_never_blocks_the_next(tmp_path):
     assert store.snapshot(1) is not None and store.release_ids() == []  # staged, not published
     summary = pipeline.release_next(store, table(range(100, 180)))
     assert (summary["outcome"], summary["release_id"], summary["inserts"]) == ("published", 1, 80)
-    assert sorted(store.snapshot(1)["pid"]) == list(range(100, 180))
+    stored = store.snapshot(1)
+    assert stored is not None and sorted(stored["pid"]) == list(range(100, 180))
     with pytest.raises(NotPublishable):  # a refused second release: the next corrected one is release 2
         pipeline.release_next(store, flu_dominated(range(100, 180)))
     assert pipeline.release_next(store, table(range(110, 190)))["release_id"] == 2
@@ -287,3 +291,45 @@ def test_held_back_tuples_are_reported_as_held_back(tmp_path):
     published = pipeline.release_next(store, third)
     assert (published["inserts"], published["deletes"], published["held_back"]) == (20, 0, 0)
     assert pipeline.release_changes(store, 2)["held_back"] == 10  # read back from the published state
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory) -> Iterator[ReleaseStore]:
+    """A store with T(1) = ``table(range(20))`` staged (not published), shared by the examples of a property;
+    no test stages T(2)."""
+    path = tmp_path_factory.mktemp("staged") / "clinic.duckdb"
+    with ReleaseStore(path, parse_spec(spec_of({"name": "l_diversity", "l": 2}))).session() as s:
+        pipeline.stage(s, 1, table(range(20)))
+        yield s
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.just(list(range(20))), st.lists(st.integers(0, 24), min_size=1, max_size=24, unique=True)),
+       st.sampled_from(["none", "age", "sex", "visits", "disease", "age as float", "pid as float"]),
+       st.integers(0, 2**32 - 1))
+def test_same_snapshot_is_equality_of_frame_digests(staged, ids, change, seed):
+    """``same_snapshot`` (a count, then the ids' digest, then the whole digest) against its definition: the
+    ``frame_digest`` of the validated frame equals that of the stored T(1). Rows shuffled; one cell changed, or a
+    numeric column given as floats (numbers compare as float64, so the same rows)."""
+    frame = table(ids).sample(frac=1, random_state=seed % 1000).reset_index(drop=True)
+    if change in ("age", "visits"):
+        frame.loc[0, change] += 1
+    elif change in ("sex", "disease"):
+        frame.loc[0, change] = "X" if change == "sex" else DISEASES[(DISEASES.index(frame.loc[0, change]) + 1) % 4]
+    elif change.endswith("as float"):
+        column = change.split()[0]
+        frame[column] = frame[column].astype(float)
+    frame = validate_snapshot(frame, staged.spec)
+    expected = frame_digest(frame) == frame_digest(staged.snapshot(1))
+    assert pipeline.same_snapshot(staged, 1, frame) is expected
+    assert pipeline.same_snapshot(staged, 2, frame) is False  # never staged
+
+
+def test_bound_spec_reads_the_binding_columns_as_the_whole_snapshot_binds(staged):
+    """``pipeline.bound_spec`` (the columns ``Spec.bind`` reads) binds as ``store.bound_spec`` of all of T(1)."""
+    fast, full = pipeline.bound_spec(staged, 1), staged.bound_spec(staged.snapshot(1))
+    assert fast.sensitive_values == full.sensitive_values
+    assert {n: fast.taxonomy(n).leaves for n in ("sex", "region")} == {n: full.taxonomy(n).leaves for n in ("sex", "region")}
+    with pytest.raises(StoreError, match="no snapshot staged"):
+        pipeline.bound_spec(staged, 2)
+

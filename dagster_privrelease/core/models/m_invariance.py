@@ -457,6 +457,7 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool
         del keys
         rows = list(pool.map(packed.__getitem__, perms))  # per permutation, its tuples' ranks in its order
         dtype = codes.dtype
+        extremes = _extreme_tables(table, dtype)
         del packed, codes  # every permutation carries its own ranks from here on
         while len(node_c):
             sizes = node_s * node_c
@@ -471,8 +472,8 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool
                 _in_place(pool, lambda p, r, kept=kept: (p[kept], r[kept]), perms, rows)
                 node_s, node_c = node_s[~done], node_c[~done]
                 continue
-            cut_attr, cut_col, col = _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node,
-                                                relative)
+            cut_attr, cut_col, col = _best_cuts(pool, rows, dtype, table, extremes, node_s, node_c, start,
+                                                pos_node, relative)
             perms, rows = _cut(pool, perms, rows, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left)
             node_c = np.stack([cut_col, node_c - cut_col], axis=1).reshape(-1)
             node_s = np.repeat(node_s, 2)
@@ -502,11 +503,12 @@ def _rank_codes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, table
 
 
-def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node, relative=False):
+def _best_cuts(pool, rows, dtype, table, extremes, node_s, node_c, start, pos_node, relative=False):
     """Per node, the QI and the column k (1 <= k < c) of the least-perimeter cut (§4.3), and the column of every
     position of a permutation (a tuple's rank within its value's list along that permutation's QI).
     ``rows``: per permutation its tuples' QI ranks in its order, one void item of d ranks of ``dtype`` each;
-    ``table``: the values by rank (``_rank_codes``; a counterfeit never counts in a minimum or a maximum).
+    ``table``: the values by rank (``_rank_codes``; a counterfeit never counts in a minimum or a maximum), and
+    ``extremes`` the same values indexed by a column's extreme codes (``_extreme_tables``, made once a split).
     ``node_s`` must be non-decreasing; ``pool`` runs the permutations' costs; ``relative``: extents over the
     node's own extent per QI (``split``)."""
     N = len(node_c)
@@ -532,6 +534,9 @@ def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node, relati
     d, K = table.shape[0], table.shape[1] - 2
     flat, reversed_cnode = table.ravel(), (N - 1 - cnode)[::-1]
 
+    lo_table, hi_table = extremes
+    forward, backward = 8.0 * cnode, 8.0 * reversed_cnode  # ``_running_extent``'s node offsets, once a level
+
     def cost_of(ranks: np.ndarray) -> np.ndarray:
         """The perimeter sum of every cut along this permutation's QI."""
         gathered = ranks[layout].view(dtype).reshape(-1, d)
@@ -545,10 +550,13 @@ def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node, relati
         # prefix and suffix of columns, summed over the QIs in QI order (as a sum over axis 0 adds its rows)
         prefix, suffix = np.zeros(len(cnode)), np.zeros(len(cnode))
         for j in range(d):
-            low = flat[np.minimum(cmin[:, j], K).astype(np.intp) + j * (K + 2)][None, :]
-            high = flat[cmax[:, j].astype(np.intp) - 1 + j * (K + 2)][None, :]
-            ahead = _running_extent(low, high, cnode)[0]
-            behind = _running_extent(low[:, ::-1], high[:, ::-1], reversed_cnode)[0, ::-1]
+            if lo_table is not None and hi_table is not None:
+                low, high = lo_table[j].take(cmin[:, j]), hi_table[j].take(cmax[:, j])
+            else:
+                low = flat[np.minimum(cmin[:, j], K).astype(np.intp) + j * (K + 2)]
+                high = flat[cmax[:, j].astype(np.intp) - 1 + j * (K + 2)]
+            ahead = _running_extent(low, high, forward)
+            behind = _running_extent(low[::-1], high[::-1], backward)[::-1]
             if relative:  # the node's extent on this QI is the prefix extent at its last column
                 full = ahead[col_start + node_c - 1][cnode]
                 full = np.where(full > 0, full, np.inf)
@@ -571,16 +579,39 @@ def _best_cuts(pool, rows, dtype, table, node_s, node_c, start, pos_node, relati
     return best_attr[first_hit], kcol[first_hit], col
 
 
-def _running_extent(cmin: np.ndarray, cmax: np.ndarray, cnode: np.ndarray) -> np.ndarray:
-    """Extent of columns 0..k of each node, at column k (segmented running max/min along the last axis).
+def _running_extent(cmin: np.ndarray, cmax: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """Extent of columns 0..k of each node, at column k (segmented running max/min of one QI's column extremes).
 
-    ``cmin``/``cmax``: (d, columns). Column extremes lie in [-1, 2] (a column of counterfeits only: max -1 < min
-    2, a negative extent clipped to 0); adding 8·node makes every node's values exceed all earlier nodes', so one
-    running maximum restarts at every node."""
-    offset = 8.0 * cnode
-    high = np.maximum.accumulate(cmax + offset, axis=1) - offset
-    low = offset - np.maximum.accumulate(offset - cmin, axis=1)
-    return np.maximum(high - low, 0.0)
+    ``cmin``/``cmax``: (columns,). Column extremes lie in [-1, 2] (a column of counterfeits only: max -1 < min 2,
+    a negative extent clipped to 0); ``offset`` is 8.0 times each column's node index (``_best_cuts`` computes it
+    once a level), which makes every node's values exceed all earlier nodes', so one running maximum restarts at
+    every node. Two running maxima (``np.maximum.accumulate``, sequential, the split's dominant cost) and six
+    element-wise operations, the temporaries reused in place: O(columns)."""
+    high = cmax + offset
+    np.maximum.accumulate(high, out=high)
+    high -= offset
+    low = offset - cmin
+    np.maximum.accumulate(low, out=low)
+    np.subtract(offset, low, out=low)
+    high -= low
+    return np.maximum(high, 0.0, out=high)
+
+
+def _extreme_tables(table: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Per QI, the value ``_best_cuts`` reads for a column's extreme codes, indexed by the code itself: ``lo[j, x]``
+    is ``table[j, min(x, K)]`` (x the minimum of ``code - 1``; a column of counterfeits only wraps to the type's
+    maximum and reads 2) and ``hi[j, x]`` is ``table[j, x - 1]`` (x the maximum code; 0, a column of counterfeits
+    only, reads -1). The same entries as the flat look-up ``_rank_codes`` describes, in one gather per column
+    instead of three index operations and a gather. (None, None) for codes wider than 16 bits (the tables would
+    have 2^32 entries per QI). ``table``: (d, K + 2) from ``_rank_codes``. O(d 2^bits)."""
+    if np.dtype(dtype).itemsize > 2:
+        return None, None
+    K = table.shape[1] - 2
+    codes = np.arange(int(np.iinfo(dtype).max) + 1)
+    lo = table[:, np.minimum(codes, K)]
+    hi = table[:, np.clip(codes - 1, 0, K + 1)]
+    hi[:, 0] = -1.0
+    return lo, hi
 
 
 def _cut(pool, perms, rows, node_s, node_c, start, pos_node, col, cut_attr, cut_col, left):

@@ -70,7 +70,7 @@ def run(snapshots: list[pd.DataFrame], spec: Spec) -> tuple[History | None, list
         spec = bound
     if previous is None:
         return None, releases
-    history = History(spec, *(pd.concat(parts[k], ignore_index=True) for k in
+    history = History(cast(BoundSpec, spec), *(pd.concat(parts[k], ignore_index=True) for k in
                               ("releases", "counterfeits", "snapshots", "hosting")))
     return history, releases
 
@@ -84,8 +84,13 @@ def judge(history: History) -> None:
         assert report.ok, report.violations.head(10).to_dict("records")
 
 
-def with_params(spec: Spec, **params) -> Spec:
+def with_params(spec: BoundSpec, **params) -> BoundSpec:
     return dataclasses.replace(spec, model=Model("m_invariance", {**spec.model.params, **params}))
+
+
+def hospital() -> BoundSpec:
+    """``hospital()``, the hospital example's spec, which the fixture binds (its annotation says ``Spec``)."""
+    return cast(BoundSpec, xt.spec())
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -94,7 +99,7 @@ def with_params(spec: Spec, **params) -> Spec:
 
 
 def _second_release() -> Release:
-    spec = xt.spec()
+    spec = hospital()
     return mi.publish(xt.table_2a(), spec, xt.previous_1b(), release_rng(spec, 2))
 
 
@@ -141,7 +146,7 @@ def test_running_example_reproduces_table_3a_and_3b():
 
 
 def test_first_release_of_table_1a_is_2_unique():
-    spec = xt.spec()
+    spec = hospital()
     release = mi.publish(xt.table_1a(), spec, None, release_rng(spec, 1))
     report = verify.m_uniqueness(release.table, "disease", 2)
     assert report.ok, report.violations
@@ -164,7 +169,7 @@ def _flu_wave() -> pd.DataFrame:
 
 
 def test_not_m_eligible_new_tuples_are_refused_with_the_fix():
-    spec = xt.spec()
+    spec = hospital()
     with pytest.raises(NotPublishable) as err:
         mi.publish(_flu_wave(), spec, xt.previous_1b(), release_rng(spec, 2))
     message = str(err.value)
@@ -174,7 +179,7 @@ def test_not_m_eligible_new_tuples_are_refused_with_the_fix():
 
 
 def test_hold_back_publishes_an_m_eligible_part_and_says_which_ids_wait():
-    spec = with_params(xt.spec(), hold_back=True)
+    spec = with_params(hospital(), hold_back=True)
     snapshot = _flu_wave()
     release = mi.publish(snapshot, spec, xt.previous_1b(), release_rng(spec, 2))
     held = set(release.state["held_back"]["name"])
@@ -199,7 +204,7 @@ def test_hold_back_publishes_an_m_eligible_part_and_says_which_ids_wait():
 
 
 def test_a_changed_sensitive_value_is_refused():
-    spec = xt.spec()
+    spec = hospital()
     snapshot = xt.table_2a()
     snapshot.loc[snapshot["name"] == "Bob", "disease"] = "flu"
     with pytest.raises(NotPublishable, match=r"changed their sensitive value 'disease' \(name \['Bob'\]"):
@@ -207,7 +212,7 @@ def test_a_changed_sensitive_value_is_refused():
 
 
 def test_raising_m_on_a_running_history_is_refused():
-    spec = with_params(xt.spec(), m=3)
+    spec = with_params(hospital(), m=3)
     with pytest.raises(NotPublishable, match=r"group 1 of release 1 has a signature of 2 value\(s\), fewer than m=3"):
         mi.publish(xt.table_2a(), spec, xt.previous_1b(), release_rng(spec, 2))
 
@@ -283,6 +288,42 @@ def test_split_places_counterfeits_first_and_ignores_them_in_extents():
     values = np.array([0, 1, 0, 1])
     groups = mi.split(X, values, np.zeros(4, dtype=np.int64))
     assert groups[0] == groups[1] and groups[2] == groups[3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([np.uint8, np.uint16]), st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data())
+def test_extreme_tables_read_what_the_flat_look_up_reads(dtype, sizes, data):
+    """``_extreme_tables`` against the flat look-up of ``_rank_codes``' table (the definition): for every code a
+    column can reach (a rank, 0 for a column of counterfeits only, the wrapped minimum of one), the same float."""
+    K = max(sizes)
+    table = np.zeros((len(sizes), K + 2))
+    table[:, K], table[:, K + 1] = 2.0, -1.0
+    for j, size in enumerate(sizes):
+        table[j, :size] = np.sort(data.draw(st.lists(st.floats(0, 1), min_size=size, max_size=size)))
+    lo, hi = mi._extreme_tables(table, np.dtype(dtype))
+    assert lo is not None and hi is not None
+    flat, wrapped = table.ravel(), int(np.iinfo(dtype).max)
+    for j, size in enumerate(sizes):
+        for low in [*range(size), wrapped]:  # minimum of code - 1: a rank, or a column of counterfeits only
+            assert lo[j, low] == flat[min(low, K) + j * (K + 2)]
+        for high in range(size + 1):  # maximum code: 0 for a column of counterfeits only
+            assert hi[j, high] == flat[high - 1 + j * (K + 2)]
+    assert mi._extreme_tables(table, np.dtype(np.uint32)) == (None, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from([-1.0, 0.0, 0.25, 0.5, 1.0]), st.sampled_from([0.0, 0.5, 2.0])),
+                         min_size=1, max_size=6), min_size=1, max_size=5))
+def test_running_extent_is_the_extent_of_every_prefix_of_a_node(nodes):
+    """``_running_extent`` against its definition, one node at a time: at column k, the highest of the columns'
+    maxima up to k less the lowest of their minima (0 when negative: columns of counterfeits only, -1 and 2)."""
+    high = np.array([h for node in nodes for h, _ in node])
+    low = np.array([lo for node in nodes for _, lo in node])
+    cnode = np.repeat(np.arange(len(nodes)), [len(node) for node in nodes])
+    got = mi._running_extent(low, high, 8.0 * cnode)
+    want = [max(max(h for h, _ in node[: k + 1]) - min(lo for _, lo in node[: k + 1]), 0.0)
+            for node in nodes for k in range(len(node))]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
 def _reference_split(X: np.ndarray, values: np.ndarray, relative: bool = False) -> set[frozenset[int]]:
@@ -375,7 +416,7 @@ def test_normalised_is_min_shifted_over_widths_then_counterfeit_rows(case):
     X = np.array(rows, dtype=np.float64)
     widths = np.arange(X.shape[1], dtype=np.float64)  # a zero width on the first QI
     names = [f"q{i}" for i in range(X.shape[1])]
-    base = xt.spec()
+    base = hospital()
     qi = next(iter(base.quasi_identifiers.values()))
     spec = cast(BoundSpec, dataclasses.replace(base, quasi_identifiers={
         n: dataclasses.replace(qi, name=n, type="numeric" if numeric[i] else "categorical")
@@ -535,7 +576,7 @@ def test_random_streams_after_a_mondrian_first_release_are_m_invariant(case):
 def test_random_streams_publish_exactly_when_the_new_tuples_are_m_eligible(case):
     m, frames = case
     history, releases = run(frames, _stream_spec(m, hold_back=False))
-    published = [None]  # ids of the last published snapshot
+    published: list[set | None] = [None]  # ids of the last published snapshot
     for frame, release in zip(frames, releases, strict=True):
         new = frame[~frame["pid"].isin(published[-1] or [])]
         counts = new["disease"].value_counts()
@@ -567,7 +608,7 @@ def test_census_kdd_stream_passes_the_verifier(census_kdd):
     rng = np.random.default_rng(7)
     base, pool = split_base_pool(census_kdd[columns], 20_000, rng)
     history, releases = run(list(stream(base, pool, 2_000, 20, rng)), spec)
-    assert all(r is not None for r in releases)
+    assert all(r is not None for r in releases) and history is not None
     assert history.release_ids == list(range(1, 21))
     for report in models.verify_history(history):
         assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
