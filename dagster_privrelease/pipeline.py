@@ -34,11 +34,10 @@ from .core.judge.history import History, IncompleteHistory, Report
 from .core.judge.utility import summarise
 from .core.models.recorded import RECORDED
 from .core.release import Release, release_rng
-from .core.spec import BoundSpec, Spec, validate_snapshot
+from .core.spec import Spec, validate_snapshot
 from .core.stream import changes
 from .errors import NotPublishable, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
-from .storage.schema import snapshot_size, stored_snapshot
 
 
 def read_snapshot(path: str | Path) -> pd.DataFrame:
@@ -78,7 +77,7 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
     "unchanged" instead, which also makes a retry of a release that did publish publish nothing.
     SnapshotError when the spec refuses ``df``.
 
-    Cost: ``validate_snapshot`` of ``df``, then what it takes to tell the snapshots apart (``same_snapshot``): a
+    Cost: ``validate_snapshot`` of ``df``, then what it takes to tell the snapshots apart (``ReleaseStore.holds_snapshot``): a
     count, then the ids alone (one column read and digested), and the whole stored snapshot only when the ids
     are the same. A new release inserts or deletes someone, so it costs the count and the ids, not a read and a
     digest of all of T(n-1) (120k Census-KDD rows, release 2: 0.28-0.37 s -> 0.12-0.16 s CPU, of which the
@@ -93,30 +92,7 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
     if tuple(manifest.loc[last, "attributes"]) != asked:
         return None
     frame = validate_snapshot(df, store.spec)
-    return last if same_snapshot(store, last, frame) else None
-
-
-def same_snapshot(store: ReleaseStore, release_id: int, frame: pd.DataFrame) -> bool:
-    """Whether the validated snapshot ``frame`` holds exactly the rows of the staged T(release_id), i.e. whether
-    their ``frame_digest``s are equal (False when T(release_id) was never staged).
-
-    The digests are compared only after two cheaper tests that equal digests imply: the same number of rows
-    (equal digests hash the same number of rows), then the same digest of the id column alone (equal canonical
-    frames, ``frame_digest``, have equal canonical columns, so equal projections). Either one differing already
-    says "not the same", which is the answer for every release that inserts or deletes a tuple; so a store
-    written before this function, whose snapshots carry no digest of their own, is answered exactly as before.
-    Cost: a count; a read of one column and two digests of it; and, when the ids agree, a read of T(release_id)
-    and two digests of whole snapshots (as before).
-    """
-    ident = store.spec.id
-    with store.connect() as con:
-        if snapshot_size(con, release_id) != len(frame):
-            return False
-        stored_ids = stored_snapshot(con, release_id, [ident])
-    if stored_ids is None or frame_digest(frame[[ident]]) != frame_digest(stored_ids):
-        return False
-    stored = store.snapshot(release_id)
-    return stored is not None and frame_digest(frame) == frame_digest(stored)
+    return last if store.holds_snapshot(last, frame) else None
 
 
 def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:
@@ -192,22 +168,6 @@ def staged_snapshot(store: ReleaseStore, release_id: int) -> pd.DataFrame:
     if snapshot is None:
         raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
     return snapshot
-
-
-def bound_spec(store: ReleaseStore, release_id: int) -> BoundSpec:
-    """``store.bound_spec`` of the staged T(release_id), reading only the columns ``Spec.bind`` reads (the
-    categorical quasi-identifiers without a written taxonomy, the sensitive column unless its domain is written):
-    none when the spec writes them all (Census-KDD), instead of the whole snapshot. StoreError when T(release_id)
-    was never staged. O(rows x those columns)."""
-    spec = store.spec
-    names = [n for n, q in spec.quasi_identifiers.items() if not q.numeric and not q.written]
-    names += [] if spec.sensitive_written else [spec.sensitive]
-    with store.connect() as con:
-        frame = stored_snapshot(con, release_id, names) if names else None
-        staged = frame is not None or (not names and snapshot_size(con, release_id) > 0)
-    if not staged:
-        raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-    return store.bound_spec(frame if frame is not None else pd.DataFrame())
 
 
 def judge(store: ReleaseStore, release_id: int) -> list[Report]:

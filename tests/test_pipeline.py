@@ -308,7 +308,7 @@ def staged(tmp_path_factory) -> Iterator[ReleaseStore]:
        st.sampled_from(["none", "age", "sex", "visits", "disease", "age as float", "pid as float"]),
        st.integers(0, 2**32 - 1))
 def test_same_snapshot_is_equality_of_frame_digests(staged, ids, change, seed):
-    """``same_snapshot`` (a count, then the ids' digest, then the whole digest) against its definition: the
+    """``holds_snapshot`` (a count, then the ids' digest, then the whole digest) against its definition: the
     ``frame_digest`` of the validated frame equals that of the stored T(1). Rows shuffled; one cell changed, or a
     numeric column given as floats (numbers compare as float64, so the same rows)."""
     frame = table(ids).sample(frac=1, random_state=seed % 1000).reset_index(drop=True)
@@ -321,15 +321,15 @@ def test_same_snapshot_is_equality_of_frame_digests(staged, ids, change, seed):
         frame[column] = frame[column].astype(float)
     frame = validate_snapshot(frame, staged.spec)
     expected = frame_digest(frame) == frame_digest(staged.snapshot(1))
-    assert pipeline.same_snapshot(staged, 1, frame) is expected
-    assert pipeline.same_snapshot(staged, 2, frame) is False  # never staged
+    assert staged.holds_snapshot(1, frame) is expected
+    assert staged.holds_snapshot(2, frame) is False  # never staged
 
 
 def test_bound_spec_reads_the_binding_columns_as_the_whole_snapshot_binds(staged):
-    """``pipeline.bound_spec`` (the columns ``Spec.bind`` reads) binds as ``store.bound_spec`` of all of T(1)."""
-    fast, full = pipeline.bound_spec(staged, 1), staged.bound_spec(staged.snapshot(1))
+    """``store.staged_bound_spec`` (the columns ``Spec.bind`` reads) binds as ``store.bound_spec`` of all of T(1)."""
+    fast, full = staged.staged_bound_spec(1), staged.bound_spec(staged.snapshot(1))
     assert fast.sensitive_values == full.sensitive_values
     assert {n: fast.taxonomy(n).leaves for n in ("sex", "region")} == {n: full.taxonomy(n).leaves for n in ("sex", "region")}
     with pytest.raises(StoreError, match="no snapshot staged"):
-        pipeline.bound_spec(staged, 2)
+        staged.staged_bound_spec(2)
 

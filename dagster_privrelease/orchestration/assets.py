@@ -116,7 +116,7 @@ def candidate_asset(table: ReleaseTable, deps: Sequence[dg.AssetKey]) -> dg.Asse
             release = pipeline.make_candidate(part.store, part.release_id,
                                               attributes.split(",") if attributes else None)
             # LM, NCP, discernibility of the candidate; the query error needs T(j) and is computed at publication
-            spec = pipeline.bound_spec(part.store, part.release_id)  # the binding columns, not all of T(j)
+            spec = part.store.staged_bound_spec(part.release_id)  # the binding columns, not all of T(j)
             utility = summarise(release.table, release.counterfeits, spec)
         rows, counterfeits = len(release.table), int(release.counterfeit_count)
         return dg.MaterializeResult(

@@ -25,7 +25,8 @@ from ..core.release import PreviousRelease, Release
 from ..core.spec import BoundSpec
 from ..errors import StoreError
 from .connection import first_row, open_duckdb, query_frame, release_rows, scalar, table_exists
-from .schema import StoreSchema, ids_text, published_ids, state_tables, stored_snapshot
+from .schema import StoreSchema, ids_text, is_staged, published_ids, snapshot_size, state_tables, stored_snapshot
+from .write import frame_digest
 
 if TYPE_CHECKING:
     from ..core.models.base import Reads
@@ -65,6 +66,37 @@ class StoreReader(StoreSchema):
         """
         with self._open() as con:
             return self._bound_spec(con, snapshot)
+
+    def staged_bound_spec(self, release_id: int) -> BoundSpec:
+        """``bound_spec`` of the staged T(release_id), read from the columns ``Spec.bind`` reads alone
+        (``_binding_columns``: none when the spec writes every domain, as Census-KDD's does), not the whole
+        snapshot. StoreError when T(release_id) was never staged. O(rows x those columns)."""
+        with self._open() as con:
+            if not is_staged(con, release_id):
+                raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+            return self._bound_spec(con, self._binding_columns(con, release_id))
+
+    def holds_snapshot(self, release_id: int, frame: pd.DataFrame) -> bool:
+        """Whether the validated snapshot ``frame`` holds exactly the rows of the staged T(release_id), i.e. whether
+        their ``frame_digest``s are equal (False when T(release_id) was never staged).
+
+        The digests are compared only after two cheaper tests that equal digests imply: the same number of rows
+        (equal digests hash the same number of rows), then the same digest of the id column alone (equal canonical
+        frames, ``frame_digest``, have equal canonical columns, so equal projections). Either one differing
+        already says "not the same", which is the answer for every release that inserts or deletes a tuple; so a
+        store whose snapshots carry no digest of their own is answered exactly as by comparing whole digests.
+        Cost: a count; a read of one column and two digests of it; and, when the ids agree, a read of
+        T(release_id) and two digests of whole snapshots.
+        """
+        ident = self.spec.id
+        with self._open() as con:
+            if snapshot_size(con, release_id) != len(frame):
+                return False
+            stored_ids = stored_snapshot(con, release_id, [ident])
+            if stored_ids is None or frame_digest(frame[[ident]]) != frame_digest(stored_ids):
+                return False
+            stored = stored_snapshot(con, release_id)
+        return stored is not None and frame_digest(frame) == frame_digest(stored)
 
     def previous(self, release_id: int, reads: Reads = "previous") -> PreviousRelease | None:
         """What release ``release_id``'s model may read of the past, as its descriptor says (``reads``).

@@ -213,6 +213,15 @@ class StoreSchema(StoreConnection):
             "new --db) if the column's meaning changed"
         )
 
+    def _binding_columns(self, con: duckdb.DuckDBPyConnection, release_id: int) -> pd.DataFrame:
+        """The columns of the staged T(release_id) that ``Spec.bind`` reads (the categorical quasi-identifiers
+        without a written taxonomy, the sensitive column unless its domain is written), in stored order: what a
+        bound spec of that release needs, without reading the whole snapshot. O(rows x those columns)."""
+        spec = self.spec
+        names = [n for n, q in spec.quasi_identifiers.items() if not q.numeric and not q.written]
+        names += [] if spec.sensitive_written else [spec.sensitive]
+        return release_rows(con, "private.snapshot", release_id, names) if names else pd.DataFrame()
+
     def _bound_spec(self, con: duckdb.DuckDBPyConnection, snapshot: pd.DataFrame) -> BoundSpec:
         """The spec with the stored domains, then bound to ``snapshot`` (``read.StoreReader.bound_spec``)."""
         spec = self.spec

@@ -28,7 +28,7 @@ from ..core.models import find
 from ..core.release import Release
 from ..core.spec import BoundSpec, validate_snapshot
 from ..errors import StoreError
-from .connection import quote, release_rows, scalar, table_exists
+from .connection import quote, scalar, table_exists
 from .schema import (
     StoreSchema,
     ids_text,
@@ -289,15 +289,6 @@ class StoreWriter(StoreSchema):
             })
             _insert(con, "published.manifest", manifest)
             _drop_published_candidates(con, release_id)
-
-    def _binding_columns(self, con: duckdb.DuckDBPyConnection, release_id: int) -> pd.DataFrame:
-        """The columns of the staged T(release_id) that ``Spec.bind`` reads (the categorical quasi-identifiers
-        without a written taxonomy, the sensitive column unless its domain is written), in stored order: what
-        the bound spec of ``publish`` needs, without reading the whole snapshot. O(rows x those columns)."""
-        spec = self.spec
-        names = [n for n, q in spec.quasi_identifiers.items() if not q.numeric and not q.written]
-        names += [] if spec.sensitive_written else [spec.sensitive]
-        return release_rows(con, "private.snapshot", release_id, names) if names else pd.DataFrame()
 
     def save_candidate_sets(self, sets: dict[int, np.ndarray]) -> None:
         """Keep the judge's candidate sensitive sets (``History.candidate_sets``) of releases that are staged or
