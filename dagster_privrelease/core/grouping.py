@@ -176,6 +176,17 @@ def unpack_bits(bits: np.ndarray, width: int | None = None) -> np.ndarray:
     return flags if width is None else flags[:, :width]
 
 
+def bitset_image(words: np.ndarray, M: np.ndarray, width: int) -> np.ndarray:
+    """The image of each bitset row of ``words`` (a set of ``width`` values, ``pack_bits``) under the relation
+    ``M`` (width x width booleans): the values t with ``M[s, t]`` for some s of the row, as bitset rows. With
+    Li-Zhou's CUS relation or the SUG's edges (Def. 10) the successors, with its transpose the predecessors.
+    Each distinct row once (``encoding.unique_rows``), a boolean product over the values, then a gather:
+    O(n log n + distinct rows x width^2)."""
+    distinct, inverse, _ = unique_rows(words)
+    image = (unpack_bits(distinct, width).astype(np.float32) @ M.astype(np.float32)) > 0
+    return pack_bits(image)[inverse]
+
+
 def popcount(bits: np.ndarray) -> np.ndarray:
     """Number of set bits of each bitset row. O(rows x words)."""
     return np.bitwise_count(bits).sum(axis=1).astype(np.int64)

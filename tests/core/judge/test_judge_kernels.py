@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from dagster_privrelease.core.grouping import pack_bits, unpack_bits
+from dagster_privrelease.core.encoding import unique_rows
+from dagster_privrelease.core.grouping import bitset_image, pack_bits, unpack_bits
 from dagster_privrelease.core.judge.attacks import intersection, sug
 from dagster_privrelease.core.judge.attacks.intersection import has_value
 from dagster_privrelease.core.judge.history import History
@@ -60,7 +61,7 @@ def test_sug_forward_weights_equal_the_sparse_products_to_the_bit(seed, S, n):
     memo /= np.maximum(memo.sum(axis=0, keepdims=True), 1e-300)
     source = rng.integers(-1, n + 5, n)  # -1: an individual without a row in the memo
     before = np.where((source >= 0)[:, None], memo.T[np.maximum(source, 0)], 0.0)
-    sets, of_row = sug._distinct(pack_bits(css))
+    sets, of_row, _ = unique_rows(pack_bits(css))
     cf = unpack_bits(sets, S).astype(np.float64)
     weight = cf / np.maximum(cf.sum(axis=1, keepdims=True), 1)
     fast = sug._forward(E, list(memo), source, cf, weight, of_row)
@@ -77,7 +78,7 @@ def test_sug_image_is_the_successors_and_predecessors_of_each_set(seed, S, n):
     for M in (E, E.T):
         expected = np.array([[any(M[s, t] for s in np.flatnonzero(row)) for t in range(S)] for row in flags],
                             dtype=bool).reshape(n, S)
-        assert np.array_equal(unpack_bits(sug._image(pack_bits(flags), M, S), S), expected)
+        assert np.array_equal(unpack_bits(bitset_image(pack_bits(flags), M, S), S), expected)
 
 
 # -- Li-Zhou Def. 14 -----------------------------------------------------------------------------------------------

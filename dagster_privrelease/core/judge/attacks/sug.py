@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...encoding import codes_in, unique_rows
-from ...grouping import pack_bits, popcount, unpack_bits
+from ...grouping import bitset_image, pack_bits, popcount, unpack_bits
 from ...spec import BoundSpec
 from ..history import Bound, History, Report
 from ..report import attack_report, candidate_tuples, skipped
@@ -192,8 +192,8 @@ def _fold(
     over edges run over the CUS pairs in a fixed order per individual (``_forward``), so that the same
     individual gets the same weights whichever others are folded with it (the window equals the complete
     history bit for bit). What depends on C_j alone (node weights, out-degrees) and the successors and
-    predecessors of a feasible set (``_image``) are computed once per distinct set (issue #12: 200k individuals
-    of Census-KDD share a few thousand C_j), then gathered. O(n_j x (V + distinct columns of E x their
+    predecessors of a feasible set (``grouping.bitset_image``) are computed once per distinct set (issue #12:
+    200k individuals of Census-KDD share a few thousand C_j), then gathered. O(n_j x (V + distinct columns of E x their
     predecessors) + memo + layers visited by the pruning + distinct sets x V^2)."""
     spec = history.spec
     S = len(spec.sensitive_values)
@@ -203,7 +203,7 @@ def _fold(
     at = pd.Index(layers[spec.id].to_numpy()[lasts]).get_indexer(who[spec.id].to_numpy())
     seen = np.flatnonzero(at >= 0)
     vcols = [c for c in layers.columns if c[0] == "v" and c[1:].isdigit()]
-    sets, of_row = _distinct(pack_bits(css))  # C_j is one of few sets: per set once, then per row a gather
+    sets, of_row, _ = unique_rows(pack_bits(css))  # C_j is one of few sets: per set once, then per row a gather
     cf = unpack_bits(sets, S).astype(np.float64)
     weight = cf / np.maximum(cf.sum(axis=1, keepdims=True), 1)  # node weights 1/|C_j|, per distinct C_j
     f = weight[of_row]
@@ -217,7 +217,7 @@ def _fold(
     found[found] = forward_rows[at_forward[found]] == prev_row[seen][found]  # (a long-form memo omits zero rows)
     if len(seen):
         f[seen] = _forward(E, weights, np.where(found, at_forward, -1), cf, weight, of_row[seen])
-        new_words[seen] &= _image(words[prev_row[seen]], E, S)  # C_j within the successors of V'_{i-1}
+        new_words[seen] &= bitset_image(words[prev_row[seen]], E, S)  # C_j within the successors of V'_{i-1}
     f /= np.maximum(f.sum(axis=1, keepdims=True), 1e-300)
     risk = np.where(truth >= 0, f[np.arange(len(f)), np.maximum(truth, 0)], 0.0)
     words = _prune(words, layers["prev"].to_numpy(np.int64), prev_row[seen], new_words[seen], E)
@@ -274,10 +274,10 @@ def _prune(words: np.ndarray, prev: np.ndarray, rows: np.ndarray, after: np.ndar
     """Def. 11 backwards: for each layer in ``rows`` (whose next layer's feasible set is now ``after``), keep
     the nodes with a successor in it, and walk on to the layer before (``prev``) while that removed a node.
     ``words`` updated in place and returned. O(layers visited x words + distinct feasible sets x V^2 per step)
-    (``_image``): a visit shrinks the layer or ends its walk."""
+    (``grouping.bitset_image``): a visit shrinks the layer or ends its walk."""
     S = E.shape[0]
     while len(rows):
-        reach = _image(after, E.T, S)  # nodes with an edge into ``after``
+        reach = bitset_image(after, E.T, S)  # nodes with an edge into ``after``
         # several individuals never share a layer row, so the rows are distinct
         kept = words[rows] & reach
         changed = (kept != words[rows]).any(axis=1)
@@ -288,27 +288,6 @@ def _prune(words: np.ndarray, prev: np.ndarray, rows: np.ndarray, after: np.ndar
     return words
 
 
-def _distinct(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(distinct, inverse)``: the distinct bitset rows of ``words`` (sorted) and the distinct row of each row;
-    one 1-D sort when the rows are one word (up to 64 values), ``encoding.unique_rows`` otherwise.
-    O(n log n)."""
-    if words.shape[1] == 1:
-        distinct, inverse = np.unique(words[:, 0], return_inverse=True)
-        return distinct[:, None], inverse.reshape(-1)
-    distinct, inverse, _ = unique_rows(words)
-    return distinct, inverse
-
-
-def _image(words: np.ndarray, M: np.ndarray, S: int) -> np.ndarray:
-    """The image of each bitset row of ``words`` (sets of values) under the relation ``M`` (S x S booleans):
-    the values t with ``M[s, t]`` for some s of the row, as bitset rows. With ``E`` the successors (Def. 10's
-    edges), with ``E.T`` the predecessors. Each distinct row once (``_distinct``), then a gather: O(n log n +
-    distinct rows x S^2)."""
-    distinct, inverse = _distinct(words)
-    image = (unpack_bits(distinct, S).astype(np.float32) @ M.astype(np.float32)) > 0
-    return pack_bits(image)[inverse]
-
-
 def _forward(E: np.ndarray, weights: list[np.ndarray], source: np.ndarray, cf: np.ndarray, weight: np.ndarray,
              of_row: np.ndarray) -> np.ndarray:
     """The unnormalised forward weights of release j's layer of the individuals seen before (eq. 1, one layer
@@ -316,7 +295,7 @@ def _forward(E: np.ndarray, weights: list[np.ndarray], source: np.ndarray, cf: n
     the individual's normalised weight at its last layer (``weights[s][source]``, ``_dense``; -1: none: all 0) and
     out-degree(s) the successors of s in its C_j (0: the edge term is 0).
 
-    ``cf``, ``weight``: each distinct C_j (``_distinct``) as 0/1 floats and its node weights; ``of_row``: the
+    ``cf``, ``weight``: each distinct C_j (``encoding.unique_rows``) as 0/1 floats and its node weights; ``of_row``: the
     distinct C_j of each individual. The out-degrees are per distinct C_j (counts, exact in any order). The sum
     over s runs, for each s', over s ascending from 0.0, value-major, one vector add per edge: the order of
     ``scipy.sparse``'s CSC product ``E.T @ x`` that this replaces, so the weights are the same to the bit, and

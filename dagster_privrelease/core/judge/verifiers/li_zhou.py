@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ...encoding import unique_rows
-from ...grouping import bitsets, describe, group_or, pack_bits, popcount, unpack_bits
+from ...grouping import bitset_image, bitsets, describe, group_or, popcount, unpack_bits
 from ..history import History, Report
 from ..report import concat_violations, group_violations, verifier_report
 from .single import State, fold_releases, m_uniqueness_of
@@ -165,20 +164,6 @@ def _appearances(
     return report, seen.state(ident)
 
 
-def _image(rows: np.ndarray, M: np.ndarray, width: int) -> np.ndarray:
-    """For each bitset row (a set of values), the values t with ``M[s, t]`` for some s of the row, as bitset
-    rows. Each distinct row once: its label by hashing (``pandas.factorize`` of its one word; ``unique_rows``
-    past 64 values), a boolean product over the V values, then a gather. O(n + distinct rows x V^2) expected
-    (O(n log n) past 64 values)."""
-    if rows.shape[1] == 1:
-        labels, distinct = pd.factorize(rows[:, 0])
-        distinct = np.asarray(distinct, dtype=np.uint64)[:, None]
-    else:
-        distinct, labels, _ = unique_rows(rows)
-    image = (unpack_bits(distinct, width).astype(np.float32) @ M.astype(np.float32)) > 0
-    return pack_bits(image)[labels]
-
-
 def legal_update_failures(
     before: np.ndarray, before_size: np.ndarray, now: np.ndarray, now_size: np.ndarray, cus: np.ndarray,
     width: int,
@@ -190,17 +175,17 @@ def legal_update_failures(
     (``update_set_bits``). Each distinct (USS, C_j) pair is decided once: the union of the CUS of USS's values
     and, per value of USS, whether its CUS meets C_j, as boolean products over the V values.
 
-    Condition 2 reads USS alone for the union (``_image`` of USS under CUS) and condition 3 C_j alone for the
-    values whose CUS meets it (``_image`` of C_j under CUS^T), so each is computed once per distinct USS or
-    C_j and each pair costs a word-wise AND: O(pairs x words + distinct sets x V^2).
+    Condition 2 reads USS alone for the union (``grouping.bitset_image`` of USS under CUS) and condition 3 C_j
+    alone for the values whose CUS meets it (``grouping.bitset_image`` of C_j under CUS^T), so each is computed
+    once per distinct USS or C_j and each pair costs a word-wise AND: O(pairs x words + distinct sets x V^2).
     """
     sizes = np.asarray(before_size != now_size, dtype=bool)
     if len(before) == 0:
         empty = np.zeros(0, dtype=bool)
         return sizes, empty, empty
     C = unpack_bits(cus, width)  # C[v, u]: u in CUS(v)
-    reach = _image(before, C, width)  # values some CUS of USS holds
-    meets = _image(now, C.T, width)  # values v whose CUS(v) holds a value of C_j
+    reach = bitset_image(before, C, width)  # values some CUS of USS holds
+    meets = bitset_image(now, C.T, width)  # values v whose CUS(v) holds a value of C_j
     outside = np.asarray((now & ~reach).any(axis=1), dtype=bool)
     uncovered = np.asarray((before & ~meets).any(axis=1), dtype=bool)
     return sizes, outside, uncovered
