@@ -873,3 +873,64 @@ def test_the_early_stop_on_many_costs_keeps_a_least_cost_partial_plan(seed, rows
     assert (x >= 0).all() and (x.sum(axis=1) <= supply).all() and (x.sum(axis=0) <= demand).all()
     assert x.sum() >= 1  # phase 1 always sends
     assert float((cost * x).sum()) == pytest.approx(_least_cost_of(cost, supply, demand, int(x.sum())), abs=1e-9)
+
+
+# ------------------------------------------------------------ the pairs at no cost before §4.4's split (identical_match)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 30), st.integers(0, 30), st.integers(1, 3), st.integers(1, 3))
+def test_identical_match_pairs_as_many_point_rows_as_the_naive_count(seed, rows, tuples, components, d):
+    """``identical_match`` on random boxes (some single points) and tuples: every pair is a point row and a tuple
+    at that point in the same component, no row or tuple twice, and as many pairs as the naive count from the
+    definition (per component and point, the fewer of its point rows and its tuples)."""
+    from collections import Counter
+
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, 3, (rows, d))
+    hi = lo + (rng.random((rows, d)) < 0.3) * rng.integers(1, 3, (rows, d))
+    comp_v, comp_w = rng.integers(0, components, rows), rng.integers(0, components, tuples)
+    points = rng.integers(0, 3, (tuples, d))
+    r, t = sr.identical_match(lo, hi, comp_v, points, comp_w)
+    assert len(set(r.tolist())) == len(r) and len(set(t.tolist())) == len(t) == len(r)
+    assert (lo[r] == hi[r]).all() and (lo[r] == points[t]).all() and (comp_v[r] == comp_w[t]).all()
+    point_rows = Counter((int(comp_v[i]), *map(int, lo[i])) for i in range(rows) if (lo[i] == hi[i]).all())
+    at = Counter((int(comp_w[j]), *map(int, points[j])) for j in range(tuples))
+    assert len(r) == sum(min(n, at[key]) for key, n in point_rows.items())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]))
+def test_identical_pairs_belong_to_a_minimum_cost_matching_under_lm(params, attributes):
+    """The exchange argument of ``identical_match``, checked on random first steps under LM: in every component
+    of eq. (9), the least cost of a perfect matching that keeps the identical pairs (zero ``linear_sum_assignment``
+    on the rows and tuples left, plus theirs) equals the least cost of any (``linear_sum_assignment`` on the whole
+    component's tuple-level matrix, the reference)."""
+    from scipy.optimize import linear_sum_assignment
+
+    _, _, _, _, _, il, keys, sources, lo, hi = _first_step(params, attributes, "LM")
+    comp_v, comp_w = keys[sources[0]], keys[sources[1]]
+    rows, tuples = sr.identical_match(lo, hi, comp_v, il.ranks, comp_w)
+    assume(len(rows) > 0)  # a step with identical pairs to check
+
+    def least(v: np.ndarray, w: np.ndarray) -> float:
+        if not len(v):
+            return 0.0
+        full = il.loss(np.minimum(lo[v][:, None], il.ranks[w][None]), np.maximum(hi[v][:, None], il.ranks[w][None]))
+        r, c = linear_sum_assignment(full)
+        return float(full[r, c].sum())
+
+    kept = il.loss(np.minimum(lo[rows], il.ranks[tuples]), np.maximum(hi[rows], il.ranks[tuples]))
+    for k in np.unique(comp_v):
+        v, w = np.flatnonzero(comp_v == k), np.flatnonzero(comp_w == k)
+        mine = np.isin(rows, v)
+        rest_v, rest_w = np.setdiff1d(v, rows[mine]), np.setdiff1d(w, tuples[mine])
+        assert float(kept[mine].sum()) + least(rest_v, rest_w) == pytest.approx(least(v, w), abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 3000), st.integers(1, 400), st.integers(1, 200))
+def test_more_distinct_than_is_the_count_of_distinct_values(seed, n, values, k):
+    """``_more_distinct_than`` (a prefix sorted first) answers as ``len(np.unique(...)) > k``, the definition."""
+    cells = np.random.default_rng(seed).integers(0, values, n) / 7.0
+    assert sr._more_distinct_than(cells, k) == (len(np.unique(cells)) > k)
