@@ -33,8 +33,8 @@ from .core.hierarchy import interval_labels
 from .core.judge.history import History, IncompleteHistory, Report
 from .core.judge.utility import summarise
 from .core.models.recorded import RECORDED
-from .core.release import Release, release_rng
-from .core.spec import Spec, validate_snapshot
+from .core.release import PreviousRelease, Release, release_rng
+from .core.spec import BoundSpec, Spec, validate_snapshot
 from .core.stream import changes
 from .errors import NotPublishable, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
@@ -133,7 +133,7 @@ def prepare(store: ReleaseStore, release_id: int, stage: str) -> dict[str, pd.Da
     step = next((s for s in model.stages if s.name == stage), None)
     if step is None:
         raise SpecError(f"model {model.name} has no stage {stage!r} (its stages: {[s.name for s in model.stages]})")
-    frames = step.run(snapshot, spec, store.previous(release_id, model.reads), release_rng(spec, release_id))
+    frames = step.run(snapshot, spec, previous_release(store, release_id, spec), release_rng(spec, release_id))
     store.stage_state(release_id, frames)
     return frames
 
@@ -147,7 +147,8 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
     ``attributes`` restricts the published quasi-identifiers (a projection request); None publishes all.
     """
     snapshot = staged_snapshot(store, release_id)
-    spec = model_spec(store.bound_spec(snapshot), attributes)
+    bound = store.bound_spec(snapshot)
+    spec = model_spec(bound, attributes)
     model = models.descriptor(spec.model.name)
     staged = store.staged_state(release_id) if model.stages else {}
     prepared = {s.name: staged[s.name] for s in model.stages if s.name in staged}
@@ -155,11 +156,20 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
     if missing:
         raise StoreError(f"release {release_id}: stage(s) {missing} of model {model.name} have not run; prepare "
                          "them first (the Dagster assets of the same names)")
-    previous = store.previous(release_id, model.reads)
+    previous = previous_release(store, release_id, bound)
     release = model.publish(snapshot, spec, previous, release_rng(spec, release_id), **prepared)
     release.state = {**prepared, **release.state}
     store.stage_candidate(release_id, release)
     return release
+
+
+def previous_release(store: ReleaseStore, release_id: int, spec: BoundSpec) -> PreviousRelease | None:
+    """What the model of ``spec`` reads of the release before ``release_id``: the parts its descriptor says
+    (``ModelDescriptor.reads``), with only the columns it names (``ModelDescriptor.previous_columns``, from
+    ``spec``). Cost: the columns read (``StoreReader.previous``)."""
+    model = models.descriptor(spec.model.name)
+    columns = model.previous_columns(spec) if model.previous_columns is not None else None
+    return store.previous(release_id, model.reads, columns)
 
 
 def staged_snapshot(store: ReleaseStore, release_id: int) -> pd.DataFrame:

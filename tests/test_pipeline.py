@@ -86,6 +86,32 @@ def test_m_invariance_history_is_published_and_judged(tmp_path):
     assert store.history().release_ids == [1, 2]
 
 
+def test_m_invariance_reads_only_its_columns_of_the_previous_release_and_publishes_the_same(tmp_path):
+    """``ModelDescriptor.previous_columns``: m-invariance reads four columns of release n-1 (and the hosting
+    groups), and its releases are those it makes reading every column (same digests, release by release)."""
+    spec = parse_spec(spec_of({"name": "m_invariance", "m": 2}))
+    narrow = ReleaseStore(tmp_path / "narrow.duckdb", spec)
+    whole = ReleaseStore(tmp_path / "whole.duckdb", spec)
+    model = models.descriptor("m_invariance")
+    frames = [table(range(60)), table(range(10, 75)), table(range(20, 90))]
+    for j, frame in enumerate(frames, 1):
+        pipeline.release_next(narrow, frame)
+        try:
+            models.register(dataclasses.replace(model, previous_columns=None))
+            pipeline.release_next(whole, frame)
+        finally:
+            models.register(model)
+        assert narrow.history().release(j).equals(whole.history().release(j))
+    read = pipeline.previous_release(narrow, 3, narrow.bound_spec(frames[2]))
+    assert read is not None
+    assert (list(read.snapshot.columns), list(read.table.columns)) == (["pid", "disease"], ["group_id", "disease"])
+    assert list(read.hosting.columns) == ["pid", "group_id"]
+    with narrow.connect() as con:
+        digests = con.execute("SELECT release_id, digest FROM private.digest ORDER BY 1").fetchall()
+    with whole.connect() as con:
+        assert con.execute("SELECT release_id, digest FROM private.digest ORDER BY 1").fetchall() == digests
+
+
 def test_a_failed_blocking_report_refuses_publication(store):
     pipeline.stage(store, 1, table(range(60)))
     pipeline.make_candidate(store, 1)

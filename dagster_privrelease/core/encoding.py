@@ -34,9 +34,37 @@ if TYPE_CHECKING:
 
 def _distinct_text(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """``(local, text)``: the position of each value among the column's distinct values, and their text. One hash
-    pass, O(n); a null is a value of its own (``use_na_sentinel=False``)."""
+    pass, O(n); a null is a value of its own (``use_na_sentinel=False``). A categorical column (the judge's
+    window, ``storage.read``) is read through its codes, O(n) by counting, its null spelled ``"nan"`` as
+    ``pd.factorize`` spells the null (None or NaN) of the object column it stands for."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = np.asarray(values.cat.codes, dtype=np.int64)
+        present, local = _dense_codes(codes)
+        words = np.empty(len(values.cat.categories) + 1, dtype=object)
+        words[:-1] = np.asarray(values.cat.categories, dtype=object)
+        words[-1] = np.nan  # code -1, a null: "nan", as pd.factorize spells an object column's null
+        return local, pd.Index(words[present]).astype(str)
     local, uniques = pd.factorize(values, use_na_sentinel=False)
     return local, pd.Index(uniques).astype(str)
+
+
+def _dense_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` for small codes (-1 for a null), by counting. O(n + range)."""
+    present = np.bincount(codes + 1) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present) - 1, rank[codes + 1]
+
+
+def plain_text(values: pd.Series) -> pd.Series:
+    """A categorical text column (the judge's window, ``storage.read``) as the object column of Python strings
+    it stands for, a null as None (what DuckDB's text reads as); any other column as it is. For the few rows a
+    report names (a group's labels), never for a whole window. O(n)."""
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        return values
+    words = np.empty(len(values.cat.categories) + 1, dtype=object)  # the last: None, for code -1
+    words[:-1] = np.asarray(values.cat.categories, dtype=object)
+    return pd.Series(words[np.asarray(values.cat.codes, dtype=np.int64)], index=values.index, name=values.name,
+                     dtype=object)
 
 
 def codes_in(values: pd.Series, vocabulary: Sequence[str]) -> np.ndarray:
@@ -136,24 +164,36 @@ def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + low, rank[ids - low]
 
 
-def rank_keys(ranks: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+def rank_keys(ranks: np.ndarray | Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
     """One int64 key per row of a matrix of non-negative ranks (column j below ``sizes[j]``), equal for equal
     rows, different otherwise, and ordered as the rows are lexicographically: the mixed-radix number of the row,
     so that ``unique_keys`` finds the distinct rows, and a stable ``argsort`` sorts them, with one integer sort
     instead of ``np.unique(axis=0)`` / ``np.lexsort``. When the radix product would pass 2^62 the key so far is
-    replaced by its dense rank (``dense_unique``, which keeps the order) first. O(n d), plus O(n log n) per
-    re-ranking (none while the product of the sizes stays below 2^62)."""
-    n, d = ranks.shape
-    key = np.zeros(n, dtype=np.int64)
-    span = 1
-    for j in range(d):
-        size = max(int(sizes[j]), 1)
-        if span * size >= 2**62:
-            uniques, key = dense_unique(key)
-            span = max(len(uniques), 1)
-        key = key * size + ranks[:, j]
-        span *= size
+    replaced by its dense rank (``dense_unique``, which keeps the order) first. ``ranks`` may also be the
+    matrix's columns (a sequence of 1-D arrays), so that a caller holding them apart need not stack them (issue
+    #12: ``frame_digest`` of a wide table stacked n x columns int64). O(n d), plus O(n log n) per re-ranking
+    (none while the product of the sizes stays below 2^62); memory O(n) beyond the ranks."""
+    columns = [ranks[:, j] for j in range(ranks.shape[1])] if isinstance(ranks, np.ndarray) else list(ranks)
+    n = ranks.shape[0] if isinstance(ranks, np.ndarray) else (len(columns[0]) if columns else 0)
+    key, span = np.zeros(n, dtype=np.int64), 1
+    for j, column in enumerate(columns):
+        key, span = extend_rank_key(key, span, column, sizes[j])
     return key
+
+
+def extend_rank_key(key: np.ndarray, span: int, rank: np.ndarray, size: int) -> tuple[np.ndarray, int]:
+    """One more column of ``rank_keys``: ``(key, span)`` of the columns so far (``span``: the product of their
+    sizes, or the number of distinct keys after a re-ranking; start from zeros and 1) extended by ``rank``
+    (values below ``size``), so that a caller can fold columns in as it makes them and keep none (issue #12:
+    ``frame_digest``). Changes ``key`` in place unless it re-ranks it first (``dense_unique``) when the product
+    would pass 2^62. O(n), plus O(n log n) for a re-ranking."""
+    size = max(int(size), 1)
+    if span * size >= 2**62:
+        uniques, key = dense_unique(key)
+        span = max(len(uniques), 1)
+    key *= size
+    key += rank
+    return key, span * size
 
 
 def distinct_rank_rows(ranks: np.ndarray, values: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

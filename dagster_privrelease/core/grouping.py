@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from .encoding import sensitive_codes, unique_keys, unique_rows
+from .encoding import plain_text, sensitive_codes, unique_keys, unique_rows
 
 if TYPE_CHECKING:
     from .spec import BoundSpec, Spec
@@ -97,12 +97,16 @@ def qi_groups(table: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
 
     ``groups`` has ``release_id`` (if the table has one), ``group_id`` (null for non-homogeneous rows), the
     readable QI labels of the group's first row and ``size``, sorted by ``(release_id, group_id)``: the frame the
-    verifiers' violations are rows of. O(n log n) for a homogeneous table.
+    verifiers' violations are rows of. O(n log n) for a homogeneous table; the groups' rows are gathered one
+    column at a time (not every column of the table), and categorical labels (the judge's window) come out as
+    the text they stand for (``encoding.plain_text``), so the frame is the same whichever way the table was
+    read.
     """
     keys = [c for c in ("release_id", "group_id") if c in table.columns]
     index, first, size = qi_classes(table)
     labels = [c for c in table.columns if f"{c}__lo" in table.columns]
-    groups = table.iloc[first][[*keys, *labels]].reset_index(drop=True)
+    groups = pd.DataFrame({c: plain_text(table[c].take(first)).reset_index(drop=True) for c in [*keys, *labels]},
+                          index=pd.RangeIndex(len(first)))
     if "group_id" not in groups.columns:
         groups["group_id"] = pd.Series(pd.NA, index=groups.index, dtype="Int64")
     groups["size"] = size

@@ -18,18 +18,21 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..core.judge.history import History
+from ..core.judge.history import ARCHIVED, History
 from ..core.models.recorded import RECORDED
 from ..core.release import PreviousRelease, Release
 from ..core.spec import BoundSpec
 from ..errors import StoreError
-from .connection import first_row, open_duckdb, query_frame, release_rows, scalar, table_exists
+from .connection import first_row, open_duckdb, query_frame, quote, release_rows, scalar, table_exists
 from .schema import StoreSchema, ids_text, is_staged, published_ids, snapshot_size, state_tables, stored_snapshot
-from .write import frame_digest
+from .write import archive_table, frame_digest
 
 if TYPE_CHECKING:
-    from ..core.models.base import Reads
+    from collections.abc import Mapping, Sequence
+
+    from ..core.models.base import PreviousPart, Reads
 
 
 def read_manifest(path: str | Path) -> pd.DataFrame:
@@ -98,7 +101,9 @@ class StoreReader(StoreSchema):
             stored = stored_snapshot(con, release_id)
         return stored is not None and frame_digest(frame) == frame_digest(stored)
 
-    def previous(self, release_id: int, reads: Reads = "previous") -> PreviousRelease | None:
+    def previous(
+        self, release_id: int, reads: Reads = "previous", columns: Mapping[PreviousPart, Sequence[str]] | None = None
+    ) -> PreviousRelease | None:
         """What release ``release_id``'s model may read of the past, as its descriptor says (``reads``).
 
         ``"nothing"``: None. ``"previous"`` (Xiao-Tao Lemma 4): T(n-1), T*(n-1), R(n-1), the hosting groups and
@@ -106,6 +111,11 @@ class StoreReader(StoreSchema):
         plus ``PreviousRelease.earlier``, every ``published.release`` row of releases 1..n-1 with its
         ``release_id`` (a scan of all published rows). None for release 1; StoreError when n-1 is not published
         or ``reads`` is none of the three.
+
+        ``columns`` (``ModelDescriptor.previous_columns``): per part of the release (``snapshot``, ``table``,
+        ``counterfeits``, ``hosting``) the only columns to read, in that order; a part it leaves out (or names no
+        column of) is read whole. DuckDB stores columns apart, so the cost is that of the columns read (120k
+        Census-KDD rows, release 2, m-invariance's columns: 0.02 s instead of 0.085 s CPU).
         """
         if reads not in ("nothing", "previous", "all"):
             raise StoreError(f"release {release_id}: a model reads 'nothing', 'previous' or 'all', not {reads!r}")
@@ -125,12 +135,20 @@ class StoreReader(StoreSchema):
             earlier = None
             if reads == "all":
                 earlier = query_frame(con, "SELECT * FROM published.release WHERE release_id <= ?", [prior])
+            narrow = columns or {}
+
+            def part(name: PreviousPart, table: str, every: list[str] | None = None) -> pd.DataFrame:
+                """The rows of release n-1 in ``table``: the columns ``narrow`` names for ``name``, else ``every``
+                (all when None)."""
+                chosen = narrow.get(name)
+                return release_rows(con, table, prior, list(chosen) if chosen else every)
+
             return PreviousRelease(
                 release_id=prior,
-                snapshot=release_rows(con, "private.snapshot", prior),
-                table=release_rows(con, "published.release", prior, self._release_columns(attributes)),
-                counterfeits=release_rows(con, "published.counterfeit", prior),
-                hosting=release_rows(con, "private.hosting", prior),
+                snapshot=part("snapshot", "private.snapshot"),
+                table=part("table", "published.release", self._release_columns(attributes)),
+                counterfeits=part("counterfeits", "published.counterfeit"),
+                hosting=part("hosting", "private.hosting"),
                 state=_states(con, "state_", prior),
                 earlier=earlier,
             )
@@ -231,14 +249,15 @@ class StoreReader(StoreSchema):
                     states[name] = frame
 
             return History(
-                spec=self._bound_spec(con, stored_snapshot(con, last)),
+                spec=self._bound_spec(con, self._binding_columns(con, last)),
                 releases=read("published.release", "private.candidate_release"),
                 counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
                 snapshots=query_frame(con, "SELECT * FROM private.snapshot WHERE release_id BETWEEN ? AND ?",
                                       [since, last]),
                 hosting=read("private.hosting", "private.candidate_hosting"),
                 candidate_sets=_candidate_sets(con, last),
-                memo=_judge_memo(con, last - 1),
+                memo=_judge_memo(con, last - 1, self.spec.id,
+                                 "private.candidate_hosting" if candidate is not None else "private.hosting"),
                 states=states,
                 first=since,
             )
@@ -252,23 +271,118 @@ class StoreReader(StoreSchema):
 
 def _rows_upto(
     con: duckdb.DuckDBPyConnection, table: str | None, since: int, upto: int, candidate_table: str | None,
-    candidate: int | None,
+    candidate: int | None, coded: bool | None = None,
 ) -> pd.DataFrame:
     """The rows of releases ``since``..``upto`` in ``table``, then those of release ``candidate`` in
     ``candidate_table``, with release_id (tables are in insertion = release order); a None table contributes
     nothing. The parts are joined as Arrow tables and converted once (``pd.concat`` of frames with all-null text
-    columns cost 70% of reading a 2 x 100k-row window)."""
-    parts = []
+    columns cost 70% of reading a 2 x 100k-row window).
+
+    ``coded`` (default: every table but the models' state tables, ``private.state_*`` and
+    ``private.candidate_state_*``, which only a model's ``judged`` view reads): the text columns come back as
+    pandas categoricals whose categories are the distinct values in sorted order (``_coded_frame``), so that
+    they sort, group and compare as the text does, a null stays a null, and a cell costs a code of one or two
+    bytes instead of an 8-byte pointer (issue #12: the judge's window of a 1M-row release held 9 text columns
+    of 2M rows as Python strings, and DuckDB's Arrow result of the whole window existed beside them during the
+    read). Parts whose columns differ are read as before (plain text). O(rows x columns); coded, the plain text
+    of one batch (``_BATCH_ROWS``) at a time."""
+    if coded is None:
+        coded = not any(t is not None and t.startswith(("private.state_", "private.candidate_state_"))
+                        for t in (table, candidate_table))
+    queries = []
     if table is not None:
-        parts.append(con.sql(f"SELECT * FROM {table} WHERE release_id BETWEEN ? AND ?",
-                             params=[since, upto]).to_arrow_table())
+        queries.append((f"SELECT * FROM {table} WHERE release_id BETWEEN ? AND ?", [since, upto]))
     if candidate_table is not None:
-        parts.append(con.sql(f"SELECT * FROM {candidate_table} WHERE release_id = ?",
-                             params=[candidate]).to_arrow_table())
-    if not parts:
+        queries.append((f"SELECT * FROM {candidate_table} WHERE release_id = ?", [candidate]))
+    if not queries:
         return pd.DataFrame()
+    if coded and len({tuple(con.sql(sql, params=params).columns) for sql, params in queries}) == 1:
+        return _coded_frame(con, queries)
+    parts = [con.sql(sql, params=params).to_arrow_table() for sql, params in queries]
     filled = [p for p in parts if p.num_rows] or parts[:1]
     return pa.concat_tables(filled, promote_options="permissive").to_pandas()
+
+
+#: Rows per Arrow batch of a coded read (``_coded_frame``): the plain text of one batch exists at a time.
+_BATCH_ROWS = 1 << 17
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    """Whether an Arrow type is text (plain, large or view)."""
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+
+
+class _TextCodes:
+    """One text column read batch by batch as codes into a growing vocabulary (order of first appearance),
+    ended as a pandas categorical with sorted categories (``frame``). O(cells) numpy work, Python work per
+    distinct value of each batch."""
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self.parts: list[np.ndarray] = []
+
+    def add(self, column: pa.Array) -> None:
+        """Append one batch's column: a dictionary encoding (a hash per cell), its batch-local codes mapped to
+        the vocabulary's, -1 for a null."""
+        encoded = pc.dictionary_encode(column.cast(pa.string()) if pa.types.is_string_view(column.type) else column)
+        local = np.array([self.vocabulary.setdefault(v, len(self.vocabulary))
+                          for v in encoded.dictionary.to_pylist()] + [-1], dtype=np.int32)
+        self.parts.append(local[pc.fill_null(encoded.indices, -1).to_numpy()])
+
+    def frame(self) -> pd.Categorical:
+        """The column as a categorical whose categories are the vocabulary sorted (so the codes order as the
+        text does; a null is code -1, a null). Frees the parts. O(cells)."""
+        words = np.array(list(self.vocabulary), dtype=object)
+        order = np.argsort(words, kind="stable") if len(words) else np.zeros(0, dtype=np.intp)
+        rank = np.empty(len(words) + 1, dtype=np.int32)
+        rank[order] = np.arange(len(words), dtype=np.int32)
+        rank[-1] = -1
+        codes = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int32)
+        self.parts = []
+        return pd.Categorical.from_codes(rank[codes], categories=pd.Index(words[order], dtype=object),
+                                         validate=False)
+
+
+def _coded_frame(con: duckdb.DuckDBPyConnection, queries: list[tuple[str, list]]) -> pd.DataFrame:
+    """The results of ``queries`` (``(sql, params)`` with the same columns), one after the other, as one frame,
+    read in Arrow batches of ``_BATCH_ROWS`` rows: text columns as categoricals
+    with sorted categories (``_TextCodes``), the others as ``Table.to_pandas`` gives them per batch, joined
+    column by column. Each batch is converted and released before the next is read: DuckDB's Arrow batches hold
+    one allocation for all their columns, so keeping any column of a batch would keep all its text alive.
+    O(rows x columns); memory: the frame, one batch, and one column's parts while it is joined."""
+    text: dict[str, _TextCodes] = {}
+    others: dict[str, list[pd.Series]] = {}
+    schema = None
+    rows = 0
+    for sql, params in queries:
+        reader = con.sql(sql, params=params).to_arrow_reader(_BATCH_ROWS)
+        if schema is None:
+            schema = reader.schema
+            text = {f.name: _TextCodes() for f in schema if _is_text(f.type)}
+            others = {f.name: [] for f in schema if f.name not in text}
+        for batch in reader:
+            rows += batch.num_rows
+            for name, codes in text.items():
+                codes.add(batch.column(name))
+            if others:
+                converted = pa.Table.from_batches([batch.select(list(others))]).to_pandas()
+                for name in others:
+                    others[name].append(converted[name])
+            del batch
+        del reader
+    assert schema is not None
+    if not rows:
+        empty = schema.empty_table().to_pandas()
+        return empty.astype({name: "category" for name in text})
+    columns = {}
+    for field in schema:
+        if field.name in text:
+            columns[field.name] = text[field.name].frame()
+        else:
+            parts = others.pop(field.name)
+            columns[field.name] = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+            del parts
+    return pd.DataFrame(columns, copy=False)
 
 
 def _states(con: duckdb.DuckDBPyConnection, prefix: str, release_id: int) -> dict[str, pd.DataFrame]:
@@ -295,13 +409,45 @@ def _candidate_sets(con: duckdb.DuckDBPyConnection, upto: int) -> dict[int, np.n
     }
 
 
-def _judge_memo(con: duckdb.DuckDBPyConnection, release_id: int) -> dict[tuple[str, int], pd.DataFrame]:
+def _judge_memo(con: duckdb.DuckDBPyConnection, release_id: int, ident: str,
+                hosting: str) -> dict[tuple[str, int], pd.DataFrame]:
     """The judge's memo of release ``release_id`` (``StoreWriter.save_judge_memo``): what judging the next release
-    folds its own release into. Empty when none was saved."""
+    (whose hosting rows are in the table ``hosting``) folds its own release into. Empty when none was saved. An
+    entry kept by append (``ARCHIVED``) is read from its table, for the units of the persons of the next release
+    who are not in release ``release_id`` only (``_archived``)."""
     if not table_exists(con, "private", "judge_memo"):
         return {}
     rows = con.execute("SELECT name, frame FROM private.judge_memo WHERE release_id = ?", [release_id]).fetchall()
-    return {(name, release_id): memo_frame(blob) for name, blob in rows}
+    memo = {(name, release_id): memo_frame(blob) for name, blob in rows}
+    for name in ARCHIVED:
+        if (name, release_id) in memo:
+            memo[(name, release_id)] = _archived(con, name, release_id, ident, hosting, memo[(name, release_id)])
+    return memo
+
+
+def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident: str, hosting: str,
+              marker: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the archived memo entry ``(name, release_id)`` (``ARCHIVED``, ``write.archive_table``) that the
+    next release needs: every unit kept by release ``release_id`` with a person of the next release (``hosting``,
+    its rows at ``release_id + 1``) who is not in release ``release_id``, whole, in the order archived, with the
+    columns and dtypes of ``marker`` (the entry's stored schema). Cost: DuckDB's scan of the archive's id column
+    and a semi-join; the rows read are those of the units given back, not the archive."""
+    table = f"private.{archive_table(name)}"
+    if not table_exists(con, "private", archive_table(name)):
+        return marker
+    key, same = quote(ident), " AND ".join(f"u.{quote(c)} = a.{quote(c)}" for c in ARCHIVED[name])
+    units = ", ".join(quote(c) for c in ARCHIVED[name])
+    frame = con.execute(
+        f"WITH arrived AS (SELECT {key} FROM {hosting} WHERE release_id = $next "
+        f"EXCEPT SELECT {key} FROM private.hosting WHERE release_id = $this), "
+        f"units AS (SELECT DISTINCT {units} FROM {table} WHERE archived_at <= $this "
+        f"AND {key} IN (SELECT {key} FROM arrived)) "
+        f"SELECT a.* EXCLUDE (archived_at, seq) FROM {table} AS a WHERE a.archived_at <= $this "
+        f"AND EXISTS (SELECT 1 FROM units AS u WHERE {same}) ORDER BY a.archived_at, a.seq",
+        {"this": release_id, "next": release_id + 1}).df()
+    if not len(frame):
+        return marker
+    return frame[list(marker.columns)].astype(marker.dtypes.to_dict())
 
 
 _PARQUET_MAGIC = b"PAR1"

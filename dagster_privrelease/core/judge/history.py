@@ -37,6 +37,7 @@ class History:
                   ``attacks.intersection``'s running intersections). Each entry is a function of releases 1..j
                   alone; the one who reads it folds the newer releases in and adds its own entry for the last
                   release, which the store keeps (``save_judge_memo``). Empty: every release is folded from scratch.
+                  An entry named in ``ARCHIVED`` may hold fewer rows (see there).
     states:       the models' private state (``Release.state``) of releases 1..n by name, each frame with a
                   ``release_id`` column. Only a model's ``judged`` view reads it (e.g. m-invariance's held-back
                   tuples); verifiers and attacks never do.
@@ -139,6 +140,20 @@ def taken(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
 
 
 T = TypeVar("T")
+
+#: The judge's memo entries kept by append (issue #12: judging release n must not read what the history holds of
+#: people who left): memo name -> the columns naming a *unit*, rows kept and read back together (the equivalence
+#: attack's retired classes: a class's member rows, by ``release_id, group_id``; the SUG attack's forward weights
+#: of the people who left, a row each). A unit's rows are facts of the
+#: releases that made it, never changed afterwards. The store keeps each unit once, in an append-only table
+#: (``StoreWriter.save_judge_memo``), and gives back as the entry ``(name, n - 1)`` only the units with a person
+#: of release n (its hosting) who is not in release n-1 (``StoreReader.history``): so what one who reads such an
+#: entry may rely on is that it holds those units, whole, and no unit it did not record; it may hold units that
+#: came back since, which the reader drops itself. A history built in memory passes the whole entry, which
+#: satisfies that. The entry a fold records may therefore be partial too: the store appends its units not kept yet.
+#: A column that an entry gains later (a value new to the sensitive domain) reads as null in the units kept before.
+ARCHIVED: dict[str, tuple[str, ...]] = {"equivalence.retired": ("release_id", "group_id"),
+                                        "sug.forward.retired": ("row",)}
 
 
 class IncompleteHistory(Exception):

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 
 from ...errors import SpecError
 from ..judge.history import History, Report
-from .base import ModelDescriptor, Param, Publisher, Reads, Stage
+from .base import ModelDescriptor, Param, PreviousPart, Publisher, Reads, Stage
 
 __all__ = [
-    "ModelDescriptor", "Param", "Publisher", "Reads", "Stage", "attack_history", "descriptor", "find", "judged",
+    "ModelDescriptor", "Param", "PreviousPart", "Publisher", "Reads", "Stage", "attack_history", "descriptor", "find", "judged",
     "names", "register", "registered", "unregister", "verify_history",
 ]
 

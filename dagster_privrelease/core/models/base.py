@@ -10,7 +10,7 @@ This module is pure: no Dagster, no DuckDB.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -102,6 +102,9 @@ class Stage:
 #: private side (Xiao-Tao Lemma 4), or every published release (the star join of Wang-Fung §7).
 Reads = Literal["nothing", "previous", "all"]
 
+#: The parts of ``release.PreviousRelease`` whose columns a model may narrow (``ModelDescriptor.previous_columns``).
+PreviousPart = Literal["snapshot", "table", "counterfeits", "hosting"]
+
 
 @dataclass(frozen=True)
 class ModelDescriptor:
@@ -120,6 +123,12 @@ class ModelDescriptor:
                       while m-Distinct publishes internal updates, whose adversary is the SUG attack (Li-Zhou §III).
     vertical:         True when a release may publish a subset of the quasi-identifiers (a release request).
     reads:            what of the past ``publish`` reads (``Reads``); the store reads no more than that.
+    previous_columns: for ``reads == "previous"``, the columns ``publish`` reads of each part of release n-1
+                      (``PreviousPart`` -> column names, from the bound spec: e.g. m-invariance reads the id and
+                      the sensitive value of T(n-1), the group and the sensitive value of T*(n-1)); the store reads
+                      only those (``StoreReader.previous``), a part left out is read whole. None: every column of
+                      every part. On 120k Census-KDD rows (release 2) ``StoreReader.previous`` of m-invariance's
+                      columns costs 0.02 s instead of 0.085 s CPU (every column of T(n-1) and T*(n-1)).
     diversity_param:  the parameter that cannot exceed the number of distinct sensitive values (m, l), refused
                       when the spec is loaded or bound.
     judged:           how the model's private state changes what the judge sees (``History -> History``), e.g.
@@ -138,6 +147,7 @@ class ModelDescriptor:
     skipped_attacks: Mapping[str, str] = field(default_factory=dict)
     vertical: bool = False
     reads: Reads = "previous"
+    previous_columns: Callable[[BoundSpec], Mapping[PreviousPart, Sequence[str]]] | None = None
     diversity_param: str | None = None
     judged: Callable[[History], History] | None = None
     check_spec: Callable[[Spec], None] | None = None

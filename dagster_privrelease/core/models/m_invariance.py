@@ -77,7 +77,7 @@ from ..judge.history import Bound, History
 from ..release import PreviousRelease, Release, build_release
 from ..spec import BoundSpec
 from . import mondrian
-from .base import ModelDescriptor, Param
+from .base import ModelDescriptor, Param, PreviousPart
 
 
 def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator) -> Release:
@@ -672,6 +672,14 @@ def number_groups(X: np.ndarray, groups: np.ndarray, fake_groups: np.ndarray) ->
     return rank[groups], rank[fake_groups]
 
 
+def previous_columns(spec: BoundSpec) -> dict[PreviousPart, tuple[str, ...]]:
+    """The columns of release n-1 that ``publish`` reads (``ModelDescriptor.previous_columns``): the id and the
+    sensitive value of T(n-1) (a tuple of S∩ must keep its value), the group and the sensitive value of T*(n-1)
+    (the signatures, Def. 16) and the hosting groups; nothing else of Lemma 4's T(n-1), T*(n-1)."""
+    return {"snapshot": (spec.id, spec.sensitive), "table": ("group_id", spec.sensitive),
+            "hosting": (spec.id, "group_id")}
+
+
 def judged(history: History) -> History:
     """The history as the judge reads it: the tuples a release held back (``state["held_back"]``, module
     docstring) are not in that release's T(j), so their judged lifespan starts when a release publishes them,
@@ -700,4 +708,5 @@ MODEL = ModelDescriptor(
     bound=lambda params: Bound(values=int(params["m"]), tuples=int(params["m"])),
     diversity_param="m",
     judged=judged,
+    previous_columns=previous_columns,
 )

@@ -8,11 +8,12 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core.judge import attacks
-from dagster_privrelease.core.judge.attacks.equivalence import COLD, GONE, LIVE
+from dagster_privrelease.core.judge.attacks.equivalence import LIVE, RETIRED
 from dagster_privrelease.core.judge.history import Bound, History
 
 from .test_correspondence_incremental import SETTINGS, complete, release_by_release, stream_history
@@ -140,8 +141,8 @@ def upto(case: History, last: int) -> History:
 @given(SEEDS)
 def test_the_memo_keeps_live_the_classes_that_can_still_pair(seed):
     """Release by release through the window: the memo's live rows are the whole classes with a member in the
-    last release (sorted by class), its cold rows the whole other classes, ``gone`` the persons of the cold rows; together every
-    genuine tuple published. A person who comes back brings its cold classes back (the reports equal the naive
+    last release (sorted by class), its cold rows the whole other classes; together every genuine tuple
+    published. A person who comes back brings its cold classes back (the reports equal the naive
     reference throughout: ``test_equivalence_attack_follows_definitions_19_to_22``)."""
     case = random_history(seed, releases=5)
     assert case.hosting is not None
@@ -152,7 +153,7 @@ def test_the_memo_keeps_live_the_classes_that_can_still_pair(seed):
         memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
         if "skipped" in report.summary:
             return
-        live, cold, gone = memo[(LIVE, j)], memo[(COLD, j)], memo[(GONE, j)]
+        live, cold = memo[(LIVE, j)], memo[(RETIRED, j)]
         upto = case.hosting[case.hosting["release_id"] <= j]
         present = set(case.hosting.loc[case.hosting["release_id"] == j, "id"])
         classes = upto.groupby(["release_id", "group_id"])["id"].apply(frozenset)
@@ -160,10 +161,55 @@ def test_the_memo_keeps_live_the_classes_that_can_still_pair(seed):
         assert members_by_class(live) == {k: classes[k] for k in alive}
         assert live.sort_values(["release_id", "group_id"], kind="stable").index.equals(live.index)  # by class
         assert members_by_class(cold) == {k: v for k, v in classes.items() if k not in alive}
-        assert list(gone["id"]) == sorted(set(cold["id"]))
+
+
+@SETTINGS
+@given(SEEDS, st.integers(1, 4))
+def test_the_cold_classes_the_store_gives_back_suffice(seed, bound):
+    """The cold classes are kept by append (``history.ARCHIVED``): the store keeps each class once, and with the
+    memo of release n-1 gives back only the classes of a person of release n who was not in release n-1, some of
+    which may have come back (live) since. Judged release by release with the cold rows cut so, every report
+    equals the complete history's judged from scratch (people leave and return in these histories)."""
+    case = random_history(seed)
+    assert case.hosting is not None
+    kept: dict = {}  # the store's archive: (release_id, group_id) -> the class's rows, as first recorded
+    memo: dict = {}
+    for j in case.release_ids:
+        if (RETIRED, j - 1) in memo:
+            host = case.hosting
+            returners = set(host.loc[host["release_id"] == j, "id"]) - set(host.loc[host["release_id"] == j - 1, "id"])
+            given_back = [rows for rows in kept.values() if set(rows["id"]) & returners]
+            empty = memo[(RETIRED, j - 1)].iloc[:0]
+            memo[(RETIRED, j - 1)] = pd.concat([empty, *given_back], ignore_index=True) if given_back else empty
+        step = window(case, j, memo)
+        report = attacks.equivalence_attack(step, Bound(values=bound))
+        assert_same_report(report, attacks.equivalence_attack(complete(upto(case, j)), Bound(values=bound)))
+        if "skipped" in report.summary:
+            return
+        memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
+        for unit, rows in memo[(RETIRED, j)].groupby(["release_id", "group_id"], sort=False):
+            kept.setdefault(unit, rows)
 
 
 def members_by_class(rows) -> dict:
     """``(release_id, group_id) -> frozenset of ids`` of memo member rows (each row once)."""
     assert not rows.duplicated(["release_id", "group_id", "id"]).any()
     return {(int(r), int(g)): frozenset(ids) for (r, g), ids in rows.groupby(["release_id", "group_id"])["id"]}
+
+
+def test_a_class_the_store_gives_back_that_is_live_again_is_not_doubled():
+    """Class (1, 0) of persons 1 and 2 went cold, came back with person 1 (live again); person 2 now returns too,
+    so the store gives the class back once more: it must stay live once, not twice, and leave the cold rows."""
+    from dagster_privrelease.core.judge.attacks import equivalence
+
+    def rows(*members):
+        return pd.DataFrame([{"id": p, "release_id": j, "group_id": g, "sig": 0, "size": 2, "real": 2}
+                             for p, j, g in members])
+
+    live = rows((1, 1, 0), (2, 1, 0), (1, 3, 0), (5, 3, 0))
+    cold = rows((1, 1, 0), (2, 1, 0), (2, 2, 4), (7, 2, 4))
+    state = equivalence._State(live, cold, None, None, None, None, "ok")  # type: ignore[arg-type]
+    got_live, got_cold = equivalence._pull_returners("id", state, pd.Series([2, 5, 1]).to_numpy())
+    assert members_by_class(got_live) == {(1, 0): frozenset({1, 2}), (2, 4): frozenset({2, 7}),
+                                          (3, 0): frozenset({1, 5})}
+    assert got_cold.empty

@@ -287,11 +287,12 @@ def test_m_distinct_window_reads_no_earlier_release():
         memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
 
 
-def test_sug_window_reads_a_memo_of_the_earlier_long_form():
-    """A store written before the forward weights were dense (``row, value, weight``: the positive weights only)
-    is judged as the dense memo is: each release's window over the long form equals the complete history."""
-    history = random_history(13, releases=5)
-    cus = random_update_sets(13)
+def judged_with_old_memos(seed: int, rewrite) -> None:
+    """SUG on a random history judged release by release through windows, each memo rewritten by
+    ``rewrite(memo, j)`` after its Parquet round trip (as an older store wrote it), equals the complete
+    history's report."""
+    history = random_history(seed, releases=5)
+    cus = random_update_sets(seed)
     expected = sug.sug_attack(complete(history), Bound(values=2), update_sets=cus)
     memo: dict = {}
     got = None
@@ -299,10 +300,19 @@ def test_sug_window_reads_a_memo_of_the_earlier_long_form():
         step = window(history, j, memo)
         got = sug.sug_attack(step, Bound(values=2), update_sets=cus)
         memo = {k: parquet(v) for k, v in step.memo.items() if k[1] == j}
+        rewrite(memo, j)
+    assert got is not None
+    assert_same_report(got, expected)
+
+
+def test_sug_window_reads_a_memo_of_the_earlier_long_form():
+    """A store written before the forward weights were dense (``row, value, weight``: the positive weights only)
+    is judged as the dense memo is: each release's window over the long form equals the complete history."""
+    def long_form(memo: dict, j: int) -> None:
         dense = memo[(sug.FORWARD, j)]
         weights = dense.drop(columns="row").to_numpy()
         rows, values = np.nonzero(weights > 0)
         memo[(sug.FORWARD, j)] = parquet(pd.DataFrame({"row": dense["row"].to_numpy()[rows], "value": values,
                                                        "weight": weights[rows, values]}))
-    assert got is not None
-    assert_same_report(got, expected)
+
+    judged_with_old_memos(13, long_form)

@@ -725,3 +725,70 @@ def test_eq4_extent_sums_are_numpys_row_sums(data):
     rows = rng.random((5, 3, 7, d)) * rng.choice([0.0, 1e-3, 1.0, 1e3], size=(5, 3, 7, d))
     got = cuts._sum_extents(np.ascontiguousarray(np.moveaxis(rows, -1, 0)))
     assert np.array_equal(got, rows.sum(axis=-1))
+
+
+def _open_values_one_node(entry, value, block, entries, delta, rng):
+    """§V-C's last paragraph for one leaf node, read literally (the per-node form ``split._open_values`` replaced):
+    each block of equal entries in turn (ascending), its open counterfeits (value -1, in row order) take the first
+    values of ``rng.permutation`` of the pool of the block's values, each value repeated as often as it has fewer
+    than δ records in the node."""
+    value = value.copy()
+    room = delta - np.bincount(value[value >= 0], minlength=entries.shape[1])
+    open_ = np.flatnonzero(value < 0)
+    for b in sorted(set(block[entry[open_]].tolist())):
+        mine = open_[block[entry[open_]] == b]
+        pool = np.repeat(np.flatnonzero(entries[b]), room[entries[b]])
+        value[mine] = rng.permutation(pool)[: len(mine)]
+    return value
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_open_values_of_many_leaves_match_one_node_at_a_time(data):
+    """``split._open_values`` (every leaf of a level at once, one ``rng`` call per (node, block)) against the
+    per-node reference, node after node with the same generator: the same values, and the generator left in the
+    same state. Random leaves of buckets whose entries are pairwise equal or disjoint (a partition of V values,
+    blocks repeated at most as often as they have values), each value at most δ times, some rows open."""
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    V = data.draw(st.integers(2, 9))
+    cuts_at = sorted(set(rng.integers(1, V, size=data.draw(st.integers(0, 3))).tolist()))
+    parts = np.split(np.arange(V), cuts_at)
+    buckets = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        chosen = [p for p in parts if rng.random() < 0.7] or parts[:1]
+        entries = np.concatenate([np.repeat(np.isin(np.arange(V), p)[None, :], rng.integers(1, len(p) + 1), axis=0)
+                                  for p in chosen])
+        same = (entries[:, None, :] == entries[None, :, :]).all(axis=2)
+        buckets.append((entries, same.argmax(axis=1)))
+    nodes = []  # (bucket, entry per row, value per row, δ)
+    for _ in range(data.draw(st.integers(1, 6))):
+        b = int(rng.integers(len(buckets)))
+        entries, _ = buckets[b]
+        delta = int(rng.integers(1, 5))
+        entry = np.repeat(np.arange(len(entries)), delta)
+        value = np.full(len(entry), -1)
+        for blk in np.unique(buckets[b][1]):  # a block's rows take its values, each at most δ times, some open
+            rows = np.flatnonzero(buckets[b][1][entry] == blk)
+            slots = np.repeat(np.flatnonzero(entries[blk]), delta)
+            value[rows] = rng.permutation(slots)[: len(rows)]
+            value[rows[rng.random(len(rows)) < data.draw(st.sampled_from([0.0, 0.3, 1.0]))]] = -1
+        nodes.append((b, entry, value, delta))
+    kinds = sorted({b for b, *_ in nodes})
+    sizes = np.array([len(buckets[b][0]) for b in kinds])
+    offset = dict(zip(kinds, (np.cumsum(sizes) - sizes).tolist(), strict=True))
+    leaf = np.concatenate([np.full(len(e), i) for i, (_, e, _, _) in enumerate(nodes)])
+    value = np.concatenate([v for _, _, v, _ in nodes])
+    block = np.concatenate([offset[b] + buckets[b][1][e] for b, e, _, _ in nodes])
+    sets = np.concatenate([buckets[b][0] for b in kinds])
+    deltas = np.array([d for *_, d in nodes])
+    mine, theirs = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+    got = split._open_values(leaf, value, block, sets, deltas, mine)
+    want = np.concatenate([_open_values_one_node(e, v, buckets[b][1], buckets[b][0], d, theirs)
+                           for b, e, v, d in nodes])
+    assert got.tolist() == want.tolist()
+    assert mine.integers(2**62) == theirs.integers(2**62)
+    assert (got >= 0).all() and (got[value >= 0] == value[value >= 0]).all()
+    for i, (b, e, _, d) in enumerate(nodes):  # every value at most δ times in its node, in its entry's set
+        assert (np.bincount(got[leaf == i], minlength=V) <= d).all()
+        assert buckets[b][0][e, got[leaf == i]].all()

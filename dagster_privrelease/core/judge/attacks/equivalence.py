@@ -12,7 +12,9 @@ of the classes it can still pair with, not that of the history:
 - only the *live* classes are worked on: those with a member in release n-1, kept whole (every member, also
   those who left). A class none of whose members is in release n-1 (a *cold* class) pairs with a class b of
   release n only through a person of b who was in it, so only when somebody comes back (``_pull_returners``,
-  proof there); its rows wait in the memo, untouched (one Parquet round trip, no work) until then.
+  proof there). Its rows are kept by append (``history.ARCHIVED``): the store keeps each retired class once and
+  gives back, with the memo of release n-1, only the classes of a person of release n who was not in release
+  n-1, so judging release n reads nothing of the classes of people who left and stay away.
 - the 1-equivalences keep the size of their people's lifetime candidate sets, judged again only for the links
   of a person of release n, the only people whose lifetime sets release n narrows (``_judge_links``).
 - the report spells out the persons of the 1-equivalences only (the linked people of Example 9, and every
@@ -32,17 +34,20 @@ import pandas as pd
 
 from ...encoding import dense_unique, sensitive_codes, unique_rows
 from ...grouping import group_keys, popcount
-from ..history import Bound, History, Report
+from ..history import ARCHIVED, Bound, History, Report
 from ..report import skipped
 from .intersection import NO_DISCLOSURE, intersection_runs
 
-#: The memo names of the attack (``History.memo``): the rows of the live classes, those of the cold classes, the
-#: persons with a cold row, the signatures, the 1-equivalences, the linked pairs of the last release and the
-#: counts of linked pairs per e with the status.
-LIVE, COLD, GONE, SIGNATURES, LINKS, RECENT, TALLY = (
-    "equivalence.live", "equivalence.cold", "equivalence.gone", "equivalence.signatures", "equivalence.ones",
-    "equivalence.new", "equivalence.tally")
-NAMES = (LIVE, COLD, GONE, SIGNATURES, LINKS, RECENT, TALLY)
+#: The memo names of the attack (``History.memo``): the rows of the live classes, those of the cold classes (kept
+#: by append, ``ARCHIVED``), the signatures, the 1-equivalences, the linked pairs of the last release and the
+#: counts of linked pairs per e with the status. (Stores written before the cold classes were archived hold
+#: ``equivalence.cold``/``equivalence.gone`` instead: without a ``RETIRED`` entry the memo is missing, and the
+#: history is folded from scratch once.)
+LIVE, RETIRED, SIGNATURES, LINKS, RECENT, TALLY = (
+    "equivalence.live", "equivalence.retired", "equivalence.signatures", "equivalence.ones", "equivalence.new",
+    "equivalence.tally")
+NAMES = (LIVE, RETIRED, SIGNATURES, LINKS, RECENT, TALLY)
+assert ARCHIVED[RETIRED] == ("release_id", "group_id"), "a cold class is a unit of the archive"
 
 #: ``_State.status``: every release so far homogeneous, or one was not (the attack is skipped from then on).
 OK, NON_HOMOGENEOUS = 0, 1
@@ -64,8 +69,9 @@ class _State:
                 class's published rows, counterfeits included), ``real`` (its genuine tuples); sorted by class
                 (``release_id, group_id``). A class is entirely here or entirely in ``cold``.
     cold:       the same rows of the other classes (none of their members is in release j), in the order they
-                went cold.
-    gone:       the distinct ids of the persons with a row in ``cold``, sorted.
+                went cold: all of them (a history folded in memory), or, as the store gives them back
+                (``ARCHIVED``), at least those of every class with a person of release j+1 who is not in release j,
+                and those retired by release j.
     signatures: the distinct value-count rows U_k of the classes seen (signatures x ``spec.sensitive_values``).
     links:      the 1-equivalences found (``release_a, group_a, release_b, group_b, person_a, person_b``: the one
                 person only in class a, and the one only in class b; ``combined``: the size of the intersection of
@@ -78,7 +84,6 @@ class _State:
 
     live: pd.DataFrame
     cold: pd.DataFrame
-    gone: np.ndarray
     signatures: np.ndarray
     links: pd.DataFrame
     recent: pd.DataFrame
@@ -97,8 +102,8 @@ def _empty_state(history: History, status: int = OK) -> _State:
                           "combined": pd.Series([], dtype=np.int64)})
     recent = pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in (*_KEYS, "e", "n_only_a", "n_only_b")})
     width = len(history.spec.sensitive_values)
-    return _State(members, members.copy(), np.zeros(0, dtype=kind), np.zeros((0, width), dtype=np.int64), links,
-                  recent, np.zeros(1, dtype=np.int64), status)
+    return _State(members, members.copy(), np.zeros((0, width), dtype=np.int64), links, recent,
+                  np.zeros(1, dtype=np.int64), status)
 
 
 def _signature_codes(known: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,51 +184,52 @@ def _runs(key: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
 
 
-def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-    """``(live, cold, gone)`` of ``state`` with the cold classes of the persons ``ids`` of release n who come back
-    (they have a cold row) moved, whole, to the live rows.
+def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(live, cold)`` of ``state`` with the cold classes of the persons ``ids`` of release n who come back (they
+    have a cold row) moved, whole, to the live rows.
 
     Why only those: a pair (a, b), b in release n, is an instance only when a and b share a person p (else e is
     the whole class, ``equivalence_attack``), and p is then in release n. When a is cold, none of its members is
-    in release n-1, so p came back in release n and has a cold row (a's): p is in ``gone``, and a is moved here.
-    So every class that pairs with release n is live after this, whole, with its every member (the one person of
-    a 1-equivalence is found among them, ``_lone_persons``). Cost: O(ids log gone) to find who comes back; only
-    when somebody does, O(cold + live log live) to move the classes, sort the live rows by class again and
-    rebuild ``gone``."""
-    live, cold, gone = state.live, state.cold, state.gone
-    if not len(gone) or not len(ids):
-        return live, cold, gone
-    at = np.minimum(np.searchsorted(gone, ids), len(gone) - 1)
-    back = ids[gone[at] == ids]
-    if not len(back):
-        return live, cold, gone
+    in release n-1, so p came back in release n (p is not in release n-1) and has a cold row (a's), and a is moved
+    here. So every class that pairs with release n is live after this, whole, with its every member (the one
+    person of a 1-equivalence is found among them, ``_lone_persons``). The cold rows the store gives back
+    (``ARCHIVED``) are those of such classes, and may hold a class that came back earlier and is live: that one
+    is dropped from them first. Cost: O(cold given + ids) to find who comes back (hash look-ups), O(live) to drop
+    the classes already live when the store gave any; only when somebody comes back, O(live log live) to sort
+    the live rows by class again."""
+    live, cold = state.live, state.cold
+    if not len(cold):
+        return live, cold
     key = _keys(cold)
-    pull = pd.Index(np.unique(key[cold[ident].isin(back).to_numpy()])).get_indexer(key) >= 0
+    if len(live):  # classes the store gave back that are live again (they came back since they went cold)
+        units = np.unique(key)
+        hit = pd.Index(units).get_indexer(_keys(live))
+        if (hit >= 0).any():
+            keep = pd.Index(units[np.unique(hit[hit >= 0])]).get_indexer(key) < 0
+            cold, key = cold[keep].reset_index(drop=True), key[keep]
+    back = cold[ident].isin(ids).to_numpy() if len(ids) else np.zeros(len(cold), dtype=bool)
+    if not back.any():
+        return live, cold
+    pull = pd.Index(np.unique(key[back])).get_indexer(key) >= 0
     live = pd.concat([live, cold[pull]], ignore_index=True)
     live = live.take(np.argsort(_keys(live), kind="stable")).reset_index(drop=True)  # by class again
-    cold = cold[~pull].reset_index(drop=True)
-    return live, cold, np.unique(cold[ident].to_numpy())
+    return live, cold[~pull].reset_index(drop=True)
 
 
-def _retire(ident: str, live: pd.DataFrame, starts: np.ndarray, at: np.ndarray, new: pd.DataFrame,
-            cold: pd.DataFrame, gone: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-    """``(live, cold, gone)`` after release n (its member rows ``new``): a live class (rows sorted by class,
-    classes starting at ``starts``) none of whose members is in release n (``at[i]``: where the person of live
-    row i is in ``new``, -1 when absent) goes cold, whole; release n's classes are live, after the others (keys
-    grow with the release). O(live) (one ``logical_or.reduceat``), O(cold) to append the retired rows (a copy,
-    no work), O(gone + retired log retired) to merge their persons into ``gone``."""
+def _retire(live: pd.DataFrame, starts: np.ndarray, at: np.ndarray, new: pd.DataFrame,
+            cold: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(live, cold)`` after release n (its member rows ``new``): a live class (rows sorted by class, classes
+    starting at ``starts``) none of whose members is in release n (``at[i]``: where the person of live row i is in
+    ``new``, -1 when absent) goes cold, whole (appended to ``cold``); release n's classes are live, after the
+    others (keys grow with the release). O(live) (one ``logical_or.reduceat``), O(cold) to append the retired
+    rows (a copy, no work)."""
     sizes = np.diff(np.r_[starts, len(live)])
     alive = np.repeat(np.logical_or.reduceat(at >= 0, starts), sizes) if len(starts) else np.zeros(0, dtype=bool)
     retired = live[~alive]
     live = pd.concat([live[alive], new], ignore_index=True)
     if len(retired):
         cold = pd.concat([cold, retired], ignore_index=True) if len(cold) else retired.reset_index(drop=True)
-        left = np.unique(retired[ident].to_numpy())
-        if len(gone):
-            merged = np.sort(np.concatenate([gone, left]), kind="stable")  # two sorted runs: one merge
-            left = merged[np.r_[True, merged[1:] != merged[:-1]]]
-        gone = left
-    return live, cold, gone
+    return live, cold
 
 
 def _new_pairs(old: pd.DataFrame, key: np.ndarray, new: pd.DataFrame, at: np.ndarray) -> dict[str, np.ndarray]:
@@ -284,8 +290,8 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
     """``state`` (releases before j) with release j folded in: its classes paired with every live class of the
     same signature sharing a person (``_pull_returners``, ``_new_pairs``); e = |P_a| - |P_a and P_b|
     (counterfeits are persons of their own, seen once); then the classes without a member in j retired
-    (``_retire``). O(live + shared rows + classes_j x values), plus O(cold) copied (and, when somebody comes back,
-    scanned)."""
+    (``_retire``). O(live + shared rows + classes_j x values + cold given): the cold rows given are those the
+    store read back (``ARCHIVED``: the classes of who comes back) and release j's retired ones."""
     if state.status == NON_HOMOGENEOUS:
         return state
     table = history.release(release_id)
@@ -293,7 +299,7 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
         return _empty_state(history, NON_HOMOGENEOUS)
     ident = history.spec.id
     new, signatures = _release_members(history, state, table, release_id)
-    live, cold, gone = _pull_returners(ident, state, new[ident].to_numpy())
+    live, cold = _pull_returners(ident, state, new[ident].to_numpy())
     key = _keys(live)
     starts = _runs(key)
     at = pd.Index(new[ident].to_numpy()).get_indexer(live[ident].to_numpy())
@@ -321,8 +327,8 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
                               "person_a": person_a, "person_b": person_b,
                               "combined": np.ones(int(single.sum()), dtype=np.int64)})
         links = pd.concat([links, found], ignore_index=True) if len(links) else found
-    live, cold, gone = _retire(ident, live, starts, at, new, cold, gone)
-    return _State(live, cold, gone, signatures, links, recent, tally, OK)
+    live, cold = _retire(live, starts, at, new, cold)
+    return _State(live, cold, signatures, links, recent, tally, OK)
 
 
 def _judge_links(history: History, state: _State, every: bool) -> _State:
@@ -366,8 +372,7 @@ def _encode(history: History, release_id: int, state: _State) -> None:
     every row). O(memo)."""
     sig, value = np.nonzero(state.signatures)
     history.memo[(LIVE, release_id)] = _narrow(state.live, _MEMBER_COLUMNS)
-    history.memo[(COLD, release_id)] = _narrow(state.cold, _MEMBER_COLUMNS)
-    history.memo[(GONE, release_id)] = pd.DataFrame({history.spec.id: state.gone})
+    history.memo[(RETIRED, release_id)] = _narrow(state.cold, _MEMBER_COLUMNS)
     history.memo[(SIGNATURES, release_id)] = pd.DataFrame({
         "sig": sig.astype(np.int64), "value": value.astype(np.int64),
         "count": state.signatures[sig, value].astype(np.int64), "signatures": np.int64(len(state.signatures))})
@@ -382,28 +387,27 @@ def _decode(history: History, frames: list[pd.DataFrame | None]) -> _State | Non
     O(memo)."""
     if any(f is None for f in frames):
         return None
-    live, cold, gone, signatures, links, recent, tally = frames
-    assert live is not None and cold is not None and gone is not None and signatures is not None
+    live, cold, signatures, links, recent, tally = frames
+    assert live is not None and cold is not None and signatures is not None
     assert links is not None and recent is not None and tally is not None
     status = int(tally["status"].iloc[0]) if len(tally) else OK
-    if not (len(live) and len(cold) and len(gone) and len(links) and len(recent)):  # empty frames lose their dtypes
+    if not (len(live) and len(cold) and len(links) and len(recent)):  # empty frames lose their dtypes
         empty = _empty_state(history, status)
         live, cold = live if len(live) else empty.live, cold if len(cold) else empty.cold
-        gone = gone if len(gone) else pd.DataFrame({history.spec.id: empty.gone})
         links, recent = links if len(links) else empty.links, recent if len(recent) else empty.recent
     rows = int(signatures["signatures"].iloc[0]) if len(signatures) else 0
     dense = np.zeros((rows, len(history.spec.sensitive_values)), dtype=np.int64)
     dense[signatures["sig"].to_numpy(np.int64), signatures["value"].to_numpy(np.int64)] = signatures["count"]
     e = np.zeros(max(1, len(tally)), dtype=np.int64)
     e[tally["e"].to_numpy(np.int64)] = tally["pairs"].to_numpy(np.int64)
-    return _State(live, cold, gone[history.spec.id].to_numpy(), dense, links, recent, e, status)
+    return _State(live, cold, dense, links, recent, e, status)
 
 
 def _state(history: History) -> _State:
     """The attack's memo of the last release n, recorded in ``history.memo``: read back when this history was
     attacked already, else the memo of release n-1 (``History.previous_memo``; through a window it must be
     there) with release n folded in, else (a complete history without it) every release folded from release 1;
-    then the 1-equivalences judged (``_judge_links``). With the memo: O(live + cold copied + release n's shared
+    then the 1-equivalences judged (``_judge_links``). With the memo: O(live + cold given + release n's shared
     rows + links of T(n)'s people + runs seen); from scratch, that for every release."""
     ids = history.release_ids
     if not ids:
@@ -482,7 +486,7 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     person of release n times its earlier live classes of the same signature; the 1-equivalences of a person of
     T(n) are judged again against the lifetime candidate sets (``_judge_links``, O(runs seen + links)), and the
     report is built from the pairs release n adds and the disclosing links, O(listed). The rows of the cold classes
-    and the list of those who left are carried in the memo, copied and never scanned unless somebody comes back.
+    are kept by append in the store (``ARCHIVED``), which reads back only those of a person who comes back.
     The memo is a function of the releases alone (any bound). From scratch (a complete history without the memo),
     every release is folded in turn.
     """

@@ -21,9 +21,20 @@ from ..history import Bound, History, Report
 from ..report import attack_report, candidate_tuples, skipped
 from .intersection import NO_DISCLOSURE, candidate_sets, has_value
 
-#: The SUG attack's entries in the judge's memo (``History.memo``): the layers, each individual's forward
-#: weights at its last layer, and the update sets they were computed under.
+#: The SUG attack's entries in the judge's memo (``History.memo``): the layers, the forward weights at its last
+#: layer of each individual of the release, those of the individuals who left (``RETIRED``), and the update sets
+#: they were computed under.
 LAYERS, FORWARD, PARAMS = "sug", "sug.forward", "sug.params"
+
+#: The forward weights of the individuals not in the release (``id, row, f0..``), one row per individual: read only
+#: when one comes back. Each row is a unit that never changes (``row``, its last layer, is new whenever the
+#: individual gets a layer), so a store may keep them by append and give back only those of who comes back
+#: (``history.ARCHIVED``); an entry holding more (earlier units of who came back since) is read correctly.
+RETIRED = "sug.forward.retired"
+
+#: ``PARAMS``'s ``forward`` column: ``FORWARD`` holds the individuals of the release only (the others are in
+#: ``RETIRED``). A memo without it (written before) holds every individual ever seen in ``FORWARD``.
+LIVE_ONLY = "live"
 
 
 def _update_matrix(update_sets: Mapping[str, Iterable[str]], spec: BoundSpec) -> np.ndarray:
@@ -62,13 +73,14 @@ def sug_attack(
     release n, O(n_n x (V + CUS pairs)) for its layers, the backward pruning (a step either shrinks a feasible
     set, at most V times per layer over the whole history, or stops the walk, once per individual of T(n)) and
     O(the memo) to read and carry it: one row per layer (appearance) and the forward weights of each
-    individual's last layer (one row of V floats per individual ever seen: 580k x 46 after 20 releases of
-    200k rows, -20k/+20k each, where the long form of the positive weights had 26M rows and took 3.2 s to read
-    and 2-3 s to fold; now 1.2-1.7 s and 1.0-1.7 s; the attack's own CPU at release 20 of that history, from the
-    memo, about 4 s before the per-distinct-set fold of issue #12 and 1.4 s after, 2.6 s and 1.0 s at release 2;
-    CPU on a loaded 2-core machine). Nothing of releases 1..n-1 is read but the memo, which
-    still grows with the history: a layer per appearance and the last layer of every individual ever seen
-    (an id may come back, and the adversary links it).
+    individual's last layer (one row of V floats per individual of T(n) in ``FORWARD``; those who left in
+    ``RETIRED``, untouched until they come back: 200k and 360k x 46 after 20 releases of 200k rows, -20k/+20k
+    each, where the long form of the positive weights had 26M rows and took 3.2 s to read and 2-3 s to fold;
+    the attack's own CPU at release 20 of that history, from the memo, about 4 s before the per-distinct-set
+    fold of issue #12 and 1.4 s after, 2.6 s and 1.0 s at release 2; CPU on a loaded 2-core machine). Nothing
+    of releases 1..n-1 is read but the memo, which still grows with the history: a layer per appearance, and
+    the last forward weights of every individual who left (an id may come back, and the adversary links it),
+    which a store may keep by append (``RETIRED``).
     """
     spec = history.spec
     sets = update_sets if update_sets is not None else spec.model.params.get("update_sets")
@@ -119,13 +131,15 @@ def sug_layers(history: History, update_sets: Mapping[str, Iterable[str]]) -> pd
     ``prev`` (row of the individual's previous layer, -1 for its first), ``last`` (its latest layer), ``risk``
     (eq. 2 at the layer's own release), ``v0..`` (the feasible nodes V'_i, uint64 words).
 
-    Incremental: the memo of release n-1 (``LAYERS``, and ``FORWARD``: the normalised forward weights of each
-    individual's last layer, ``row, f0..``) with release n folded in (``_fold``), else every release
-    folded from none; the result is recorded as the memo of release n. A window whose memo is missing or was
+    Incremental: the memo of release n-1 (``LAYERS``, ``FORWARD``: the normalised forward weights of the last
+    layer of each individual of release n-1, ``row, f0..``, and ``RETIRED``: those of the individuals who left,
+    ``id, row, f0..``, at least of those who come back in release n) with release n folded in (``_fold``), else
+    every release folded from none; the result is recorded as the memo of release n. A window whose memo is missing or was
     made under other update sets raises ``IncompleteHistory`` (``History.require_complete``).
     Cost of one fold: ``candidate_sets`` of the release, O(n_j x (V + CUS pairs)) for the new layers, the
-    backward pruning (amortised O(V) per layer over the history), plus O(memo) to carry the memo; from none, the
-    sum over the releases.
+    backward pruning (amortised O(V) per layer over the history), O(layers) to carry the layers, O(n_j x V) for
+    the forward weights of release j's individuals and of those who left at release j, O(RETIRED given) for
+    the others who left; from none, the sum over the releases.
     """
     spec = history.spec
     params = json.dumps({str(k): sorted(str(v) for v in vs) for k, vs in update_sets.items()}, sort_keys=True)
@@ -133,17 +147,35 @@ def sug_layers(history: History, update_sets: Mapping[str, Iterable[str]]) -> pd
     last = ids[-1] if ids else 0
     if (LAYERS, last) in history.memo and _same_params(history.memo.get((PARAMS, last)), params):
         return history.memo[(LAYERS, last)]
-    layers, forward = _previous(history, params)
+    layers, forward, retired = _previous(history, params)
     E = _update_matrix(update_sets, spec)
     todo = ids if layers is None else ids[-1:]
-    if layers is None or forward is None:
-        layers, forward = _empty(spec)
-    for j in todo:
-        layers, forward = _fold(history, j, layers, forward, E)
+    if layers is None or forward is None or retired is None:
+        layers, forward, retired = _empty(spec)
+    try:
+        for j in todo:
+            layers, forward, retired = _fold(history, j, layers, forward, retired, E,
+                                             every_weight=len(todo) == 1 and _live_only(history.memo.get((PARAMS, last - 1))))
+    except MissingWeights:  # the memo lacks who comes back (a store that gave back too little): fold from none
+        history.require_complete("sug")
+        layers, forward, retired = _empty(spec)
+        for j in ids:
+            layers, forward, retired = _fold(history, j, layers, forward, retired, E)
     history.memo[(LAYERS, last)] = layers
     history.memo[(FORWARD, last)] = forward
-    history.memo[(PARAMS, last)] = pd.DataFrame({"params": [params]})
+    history.memo[(RETIRED, last)] = retired
+    history.memo[(PARAMS, last)] = pd.DataFrame({"params": [params], "forward": [LIVE_ONLY]})
     return layers
+
+
+def _live_only(made: pd.DataFrame | None) -> bool:
+    """Whether the memo entry ``PARAMS`` says ``FORWARD`` holds the individuals of its release only. O(1)."""
+    return made is not None and "forward" in made.columns and len(made) == 1 and made["forward"].iloc[0] == LIVE_ONLY
+
+
+class MissingWeights(Exception):
+    """The memo holds no forward weights for an individual seen before (neither in ``FORWARD`` nor ``RETIRED``):
+    it cannot be folded, the history is (``sug_layers``)."""
 
 
 def _same_params(entry: pd.DataFrame | None, params: str) -> bool:
@@ -151,22 +183,26 @@ def _same_params(entry: pd.DataFrame | None, params: str) -> bool:
     return entry is not None and len(entry) == 1 and entry["params"].iloc[0] == params
 
 
-def _previous(history: History, params: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """The memo of the release before the last, when it was made under ``params``; else ``(None, None)`` for a
-    complete history and ``IncompleteHistory`` for a window."""
+def _previous(
+    history: History, params: str
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
+    """The memo of the release before the last, when it was made under ``params``: ``(layers, forward, retired)``
+    (a memo written before ``RETIRED`` existed holds every individual in ``forward``: ``retired`` is then empty);
+    else ``(None, None, None)`` for a complete history and ``IncompleteHistory`` for a window."""
     layers = history.previous_memo(LAYERS)
     if layers is None:
-        return None, None
+        return None, None, None
     before = history.release_ids[-1] - 1
     forward, made = history.memo.get((FORWARD, before)), history.memo.get((PARAMS, before))
-    if forward is None or not _same_params(made, params):
+    retired = history.memo.get((RETIRED, before))
+    if forward is None or not _same_params(made, params) or (_live_only(made) and retired is None):
         history.require_complete("sug")
-        return None, None
-    return layers, forward
+        return None, None, None
+    return layers, forward, retired if retired is not None else _empty(history.spec)[2]
 
 
-def _empty(spec: BoundSpec) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The memo before release 1: no layer, no forward weight."""
+def _empty(spec: BoundSpec) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The memo before release 1: no layer, no forward weight, nobody who left."""
     words = max(1, -(-len(spec.sensitive_values) // 64))
     layers = pd.DataFrame({spec.id: pd.Series([], dtype=object), "release_id": pd.Series([], dtype=np.int64),
                            "value": pd.Series([], dtype=np.int64), "prev": pd.Series([], dtype=np.int64),
@@ -174,16 +210,23 @@ def _empty(spec: BoundSpec) -> tuple[pd.DataFrame, pd.DataFrame]:
                            **{f"v{w}": pd.Series([], dtype=np.uint64) for w in range(words)}})
     forward = pd.DataFrame({"row": pd.Series([], dtype=np.int64),
                             **{f"f{s}": pd.Series([], dtype=np.float64) for s in range(len(spec.sensitive_values))}})
-    return layers, forward
+    return layers, forward, pd.concat([pd.DataFrame({spec.id: pd.Series([], dtype=object)}), forward], axis=1)
 
 
 def _fold(
-    history: History, j: int, layers: pd.DataFrame, forward: pd.DataFrame, E: np.ndarray
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``layers`` and ``forward`` with release ``j`` added (``sug_layers``).
+    history: History, j: int, layers: pd.DataFrame, forward: pd.DataFrame, retired: pd.DataFrame, E: np.ndarray,
+    every_weight: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``layers``, ``forward`` and ``retired`` with release ``j`` added (``sug_layers``).
 
     ``layers`` marks each individual's ``last`` layer; ``forward`` holds the normalised forward weights f of
-    the last layers, one row per individual: its last layer's row, then its weight at each value (``f0..``).
+    the last layers, one row per individual: its last layer's row, then its weight at each value (``f0..``), and
+    ``retired`` the same (with the ``id``) of individuals who left (``RETIRED``; at least those who come back in
+    release j). After the fold ``forward`` holds release j's individuals only, and ``retired`` the rows of
+    ``forward`` and ``retired`` of those not in release j: the weights of an individual who left are carried
+    untouched until it comes back, never gathered again (``_returning``). ``every_weight``: the memo holds the
+    weights of every individual seen before (not a long-form memo, which omits zero rows); one missing raises
+    ``MissingWeights``.
     Release j's individuals get a layer each. An individual seen before continues from f at its last layer: the
     weight of s' in C_j is the sum over the edges s -> s' of f(s) / out-degree(s) (eq. 1's product, one layer
     on), times the node weight 1/|C_j|, normalised; its feasible nodes are C_j within the successors of its last
@@ -211,10 +254,13 @@ def _fold(
     prev_row = np.full(len(at), -1, dtype=np.int64)
     prev_row[seen] = lasts[at[seen]]
     words = layers[vcols].to_numpy(np.uint64)
+    forward, retired = _returning(forward, retired, prev_row[seen], layers["last"].to_numpy(bool), S)
     forward_rows, weights = _dense(forward, S)
     at_forward = np.searchsorted(forward_rows, prev_row[seen])  # rows ascending, one per individual's last layer
     found = at_forward < len(forward_rows)
     found[found] = forward_rows[at_forward[found]] == prev_row[seen][found]  # (a long-form memo omits zero rows)
+    if every_weight and not found.all():
+        raise MissingWeights(f"release {j}: no forward weights for {int((~found).sum())} individual(s) seen before")
     if len(seen):
         f[seen] = _forward(E, weights, np.where(found, at_forward, -1), cf, weight, of_row[seen])
         new_words[seen] &= bitset_image(words[prev_row[seen]], E, S)  # C_j within the successors of V'_{i-1}
@@ -235,15 +281,41 @@ def _fold(
     })
     keep = np.ones(len(forward_rows), dtype=bool)
     keep[at_forward[found]] = False  # those individuals' last layer is now release j's
-    stay = int(keep.sum())
-    kept = np.empty((S, stay + len(who)))  # value-major, as pandas keeps a float block: one copy, no transpose
-    staying = np.flatnonzero(keep)  # ascending: each column is read in order
+    left = np.flatnonzero(keep)  # ascending: the individuals of the forward weights who are not in release j
+    gone = np.empty((S, len(left)))  # value-major, as pandas keeps a float block: one copy, no transpose
     for s, column in enumerate(weights):
-        np.take(column, staying, out=kept[s, :stay], mode="clip")
-    kept[:, stay:] = f.T
-    forward = pd.DataFrame(kept.T, columns=[f"f{s}" for s in range(S)], copy=False)
-    forward.insert(0, "row", np.r_[forward_rows[keep], start + np.arange(len(who), dtype=np.int64)])
-    return layers, forward
+        np.take(column, left, out=gone[s], mode="clip")
+    leaving = pd.DataFrame(gone.T, columns=[f"f{s}" for s in range(S)], copy=False)
+    leaving.insert(0, "row", forward_rows[left])
+    leaving.insert(0, spec.id, layers[spec.id].to_numpy()[forward_rows[left]])
+    retired = pd.concat([retired, leaving], ignore_index=True) if len(retired) else leaving
+    forward = pd.DataFrame(np.ascontiguousarray(f.T).T, columns=[f"f{s}" for s in range(S)], copy=False)
+    forward.insert(0, "row", start + np.arange(len(who), dtype=np.int64))
+    return layers, forward, retired
+
+
+def _returning(forward: pd.DataFrame, retired: pd.DataFrame, rows: np.ndarray, last: np.ndarray,
+               S: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(forward, retired)`` with the rows of ``retired`` whose layer is in ``rows`` (the last layers of the
+    individuals of release j seen before: who comes back) moved to ``forward`` (rows ascending, as ``_dense``
+    reads them), and the rows of ``retired`` that are no longer a ``last`` layer (earlier units of an individual
+    who came back since, which a store may give back too) dropped. O(retired given + rows); when somebody comes
+    back, O(forward) to merge."""
+    if not len(retired):
+        return forward, retired
+    at = retired["row"].to_numpy(np.int64)
+    back = np.isin(at, rows)
+    stale = ~last[at] & ~back
+    if back.any():
+        columns = ["row", *(f"f{s}" for s in range(S))]
+        live = _dense(forward, S)  # (also a memo of the long form)
+        merged = pd.concat([pd.DataFrame({"row": live[0], **{f"f{s}": w for s, w in enumerate(live[1])}}),
+                            retired.loc[back, columns].reindex(columns=columns, fill_value=0.0).fillna(0.0)],
+                           ignore_index=True)  # a value new to the domain: weight 0 (null in a store's older units)
+        forward = merged.take(np.argsort(merged["row"].to_numpy(), kind="stable")).reset_index(drop=True)
+    if back.any() or stale.any():
+        retired = retired[~back & ~stale].reset_index(drop=True)
+    return forward, retired
 
 
 def _dense(forward: pd.DataFrame, S: int) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -149,7 +149,7 @@ def join_groups(history: History, x: Iterable[str] | None = None, budget: int = 
     if isinstance(joined, str):
         raise ValueError(joined)
     keys = [c for a in x for c in (f"{a}__lo", f"{a}__hi")]
-    groups = joined.groupby(keys + [spec.sensitive], dropna=False)
+    groups = joined.groupby(keys + [spec.sensitive], dropna=False, observed=True)  # a categorical: no empty groups
     sizes = groups.size().rename("size").reset_index()
     sizes[x] = groups[x].first().reset_index(drop=True).to_numpy()
     if history.snapshots is not None:

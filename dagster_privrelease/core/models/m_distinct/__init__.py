@@ -33,9 +33,15 @@ before this package and the package alternately in one process, 2 cores at load 
 QI first so the running extremes run along contiguous ranks; the leaves of a level are decomposed at once
 (``split._columns``). What is left at release 2: the cut search 1.3 s, Algorithm 3's greedy 0.6 s (sequential, see
 ``assignment.assign_records``), the diff 0.2 s, the previous signatures 0.15 s, the generalisation 0.2 s.
-Release 20 takes 1.15-1.2x release 2: only release n-1 is read, but the model splits the counterfeits too (200k +
+Release 20 took 1.09x release 2: only release n-1 is read, but the model splits the counterfeits too (200k +
 61k rows at release 20 against 200k + 15.6k at release 2: the cut search and the leaves grow with them) and reads
-T*(n-1) with its counterfeits (263k rows against 200k) for the previous signatures.
+T*(n-1) with its counterfeits (263k rows against 200k) for the previous signatures. What grew most was the values
+of the open counterfeits, drawn node by node in Python (1,083 leaf nodes at release 2, 4,473 at release 20); they
+are now drawn for every leaf of a level at once, one ``rng.permutation`` per (node, block) (``split._open_values``,
+the same draws): release 2 3.16 -> 2.98 s, release 20 3.43 -> 3.04 s (least of 3, alternately in one process, load
+4-5, 2026-11-24), 1.02x, the same output bit for bit over the 20 releases. The store reads only the columns of
+release n-1 that ``publish`` reads (``previous_columns``: of T*(n-1) the group and the sensitive value, not its
+generalised QIs).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from ...judge.verifiers import verify_m_distinct
 from ...release import PreviousRelease, Release, build_release
 from ...spec import BoundSpec
 from .. import m_invariance, mondrian
-from ..base import ModelDescriptor, Param
+from ..base import ModelDescriptor, Param, PreviousPart
 from .assignment import assign_records, candidate_pairs
 from .buckets import create_buckets, previous_signatures
 from .changes import diff, refuse_illegal_updates
@@ -97,6 +103,15 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, categorical="interval", X=X)
 
 
+def previous_columns(spec: BoundSpec) -> dict[PreviousPart, tuple[str, ...]]:
+    """The columns of release n-1 that ``publish`` reads (``ModelDescriptor.previous_columns``): the id, the QIs and
+    the sensitive value of T(n-1) (the diff of Defs. 1-2 and the CUS check of Def. 12), the group and the sensitive
+    value of T*(n-1), counterfeits included (the signatures, Def. 13), and the hosting groups; the counterfeit
+    counts R(n-1) are not read (one column, the least the store reads of a part)."""
+    return {"snapshot": (spec.id, *spec.quasi_identifiers, spec.sensitive), "table": ("group_id", spec.sensitive),
+            "counterfeits": ("group_id",), "hosting": (spec.id, "group_id")}
+
+
 MODEL = ModelDescriptor(
     name="m_distinct",
     paper="Li & Zhou, m-Distinct (§IV Defs. 12-15, §V Algorithms 1-3: create buckets, assign records, split)",
@@ -112,6 +127,7 @@ MODEL = ModelDescriptor(
     bound=lambda params: Bound(values=int(params["m"]), tuples=int(params["m"])),
     diversity_param="m",
     reads="previous",
+    previous_columns=previous_columns,
     check_spec=check_spec,
     skipped_attacks={
         name: "it assumes a sensitive value never changes across releases; m_distinct publishes internal updates "

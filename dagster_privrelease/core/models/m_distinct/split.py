@@ -167,48 +167,72 @@ def _leaf_groups(leaves, X, entry, value, shape, entries, rng, groups, done):
     """The QI groups of the leaf nodes of one level of ``split_overlapping`` (``leaves``: (bucket, row ids, δ)
     each, in the order they are numbered), written to ``groups`` from label ``done`` on, δ labels per node; open
     counterfeits get their values in ``value``. Nodes of a bucket of pairwise equal or disjoint entries
-    (``shape[b][2]``) take their open counterfeits' values first, node by node in order (``_open_values``, the
-    only use of ``rng`` here), then are decomposed all at once (``_columns``); the others one by one by
-    ``decompose`` in QI order (counterfeits last). Returns the next free label. O(n log n) for the n rows of the
-    leaves plus ``decompose``'s per other node."""
+    (``shape[b][2]``) take their open counterfeits' values first, node by node in order, all nodes in one call
+    (``_open_values``, the only use of ``rng`` here), then are decomposed all at once (``_columns``); the others
+    one by one by ``decompose`` in QI order (counterfeits last). Returns the next free label. O(n log n) for the
+    n rows of the leaves plus ``decompose``'s per other node."""
     if not leaves:
         return done
     V = entries[0].shape[1]
     deltas = np.array([delta for _, _, delta in leaves], dtype=np.int64)
     first = done + np.cumsum(deltas) - deltas
     blocky = [bool(shape[b][2]) for b, _, _ in leaves]
-    for (b, node, delta), mine, start in zip(leaves, blocky, first.tolist(), strict=True):
+    for (b, node, _), mine, start in zip(leaves, blocky, first.tolist(), strict=True):
         if not mine:
             known = ~np.isnan(X[node]).any(axis=1)
             part = decompose(entry[node], value[node], np.lexsort((*X[node].T[::-1], ~known)), shape[b][0], V)
             groups[node] = start + part
-        elif (value[node] < 0).any():
-            value[node] = _open_values(entry[node], value[node], shape[b][1], entries[b], delta, rng)
     chosen = np.flatnonzero(blocky)
     if len(chosen):
         nodes = [leaves[i][1] for i in chosen.tolist()]
         rows = np.concatenate(nodes)
         leaf = np.repeat(np.arange(len(nodes)), [len(node) for node in nodes])
-        block = np.concatenate([shape[leaves[i][0]][1][entry[node]] for i, node in zip(chosen.tolist(), nodes,
-                                                                                        strict=True)])
+        kinds, which = np.unique([leaves[i][0] for i in chosen.tolist()], return_inverse=True)
+        sizes = np.array([shape[b][0] for b in kinds.tolist()], dtype=np.int64)
+        offset = (np.cumsum(sizes) - sizes)[which.reshape(-1)][leaf] + entry[rows]  # per row: (bucket, entry)
+        block = np.concatenate([shape[b][1] for b in kinds.tolist()])[offset]  # its entry's first equal entry
+        sets = np.concatenate([entries[b] for b in kinds.tolist()])  # (bucket, entry) -> its values
+        value[rows] = _open_values(leaf, value[rows], offset - entry[rows] + block, sets, deltas[chosen], rng)
         groups[rows] = first[chosen][leaf] + _columns(X[rows], value[rows], block, leaf, deltas[chosen])
     return done + int(deltas.sum())
 
 
-def _open_values(entry, value, block, entries, delta, rng):
-    """A node of δ groups of a bucket whose entries are pairwise equal or disjoint: each open counterfeit (value
-    -1) takes a value of its entry that has fewer than δ records in the node, drawn with ``rng`` block by block
-    (``block``: per entry, the first equal one), so that every value stays at most δ times. Returns the values.
-    O(n + V) per node."""
+def _open_values(leaf, value, block, sets, deltas, rng):
+    """Leaf nodes of δ groups (``leaf``: per row its node 0.., rows grouped by node in the order the nodes are
+    numbered; ``deltas``: δ per node) of buckets whose entries are pairwise equal or disjoint: each open
+    counterfeit (``value`` -1) takes a value of its entry that has fewer than δ records in its node, so that every
+    value stays at most δ times (§V-C's last paragraph). ``block``: per row its entry's first equal entry, as a row
+    of ``sets`` (the value sets, (entries, V) bool). Node by node in order, block by block (ascending), the open
+    counterfeits of the block (in row order) take the first of a permutation drawn with ``rng`` of the pool of
+    free values (each value of the block, ascending, repeated as often as it has room in the node): the draws of
+    one node at a time (``rng.permutation(pool)`` is ``pool[rng.permutation(len(pool))]``, the same draws), here
+    one ``rng.permutation`` call per (node, block) with open counterfeits and every pool built at once (blocks of
+    one node hold disjoint values, so one block's draws leave another's room as it was). Returns the values.
+    O(n + nodes·V) numpy work plus one Python step per (node, block) with open counterfeits."""
     value = value.copy()
-    V = entries.shape[1]
     open_ = np.flatnonzero(value < 0)
-    room = delta - np.bincount(value[value >= 0], minlength=V)
-    open_ = open_[np.argsort(block[entry[open_]], kind="stable")]
-    blocks, first = np.unique(block[entry[open_]], return_index=True)
-    for b, at, stop in zip(blocks.tolist(), first.tolist(), [*first[1:].tolist(), len(open_)], strict=True):
-        pool = np.repeat(np.flatnonzero(entries[b]), room[entries[b]])
-        value[open_[at:stop]] = rng.permutation(pool)[: stop - at]
+    if not len(open_):
+        return value
+    V, E = sets.shape[1], len(sets)
+    known = np.flatnonzero(value >= 0)
+    counts = np.bincount(leaf[known] * V + value[known], minlength=len(deltas) * V).reshape(len(deltas), V)
+    key = leaf[open_] * E + block[open_]
+    order = np.argsort(key, kind="stable")  # by node, then block, then row
+    open_, key = open_[order], key[order]
+    pairs, start, need = np.unique(key, return_index=True, return_counts=True)
+    node, kind = np.divmod(pairs, E)
+    room = sets[kind] * (deltas[node][:, None] - counts[node])  # (pairs, V): free places of each value
+    length = room.sum(axis=1)
+    pool = np.repeat(np.tile(np.arange(V), len(pairs)), room.reshape(-1))  # per pair its values, ascending
+    base = np.cumsum(length) - length
+    picks = np.empty(len(open_), dtype=np.int64)
+    for p, (at, k, n, b) in enumerate(zip(start.tolist(), need.tolist(), length.tolist(), base.tolist(),
+                                           strict=True)):
+        drawn = rng.permutation(n)[:k]
+        if len(drawn) < k:
+            raise RuntimeError(f"_open_values: {k} open counterfeits but {n} free places in pool {p}")
+        picks[at: at + k] = b + drawn
+    value[open_] = pool[picks]
     return value
 
 
