@@ -38,11 +38,8 @@ def _distinct_text(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
     window, ``storage.read``) is read through its codes, O(n) by counting, its null spelled ``"nan"`` as
     ``pd.factorize`` spells the null (None or NaN) of the object column it stands for."""
     if isinstance(values.dtype, pd.CategoricalDtype):
-        codes = np.asarray(values.cat.codes, dtype=np.int64)
-        present, local = _dense_codes(codes)
-        words = np.empty(len(values.cat.categories) + 1, dtype=object)
-        words[:-1] = np.asarray(values.cat.categories, dtype=object)
-        words[-1] = np.nan  # code -1, a null: "nan", as pd.factorize spells an object column's null
+        present, local = _dense_codes(np.asarray(values.cat.codes, dtype=np.int64))
+        words = _category_words(values, np.nan)  # a null: "nan", as pd.factorize spells an object column's null
         return local, pd.Index(words[present]).astype(str)
     local, uniques = pd.factorize(values, use_na_sentinel=False)
     return local, pd.Index(uniques).astype(str)
@@ -61,10 +58,17 @@ def plain_text(values: pd.Series) -> pd.Series:
     report names (a group's labels), never for a whole window. O(n)."""
     if not isinstance(values.dtype, pd.CategoricalDtype):
         return values
-    words = np.empty(len(values.cat.categories) + 1, dtype=object)  # the last: None, for code -1
+    return pd.Series(_category_words(values, None)[np.asarray(values.cat.codes, dtype=np.int64)],
+                     index=values.index, name=values.name, dtype=object)
+
+
+def _category_words(values: pd.Series, null: object) -> np.ndarray:
+    """The categories of a categorical column as an object array, then ``null``: indexed by a code, -1 (a null)
+    gives ``null``. O(categories)."""
+    words = np.empty(len(values.cat.categories) + 1, dtype=object)
     words[:-1] = np.asarray(values.cat.categories, dtype=object)
-    return pd.Series(words[np.asarray(values.cat.codes, dtype=np.int64)], index=values.index, name=values.name,
-                     dtype=object)
+    words[-1] = null
+    return words
 
 
 def codes_in(values: pd.Series, vocabulary: Sequence[str]) -> np.ndarray:
@@ -164,20 +168,18 @@ def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + low, rank[ids - low]
 
 
-def rank_keys(ranks: np.ndarray | Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+def rank_keys(ranks: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     """One int64 key per row of a matrix of non-negative ranks (column j below ``sizes[j]``), equal for equal
     rows, different otherwise, and ordered as the rows are lexicographically: the mixed-radix number of the row,
     so that ``unique_keys`` finds the distinct rows, and a stable ``argsort`` sorts them, with one integer sort
     instead of ``np.unique(axis=0)`` / ``np.lexsort``. When the radix product would pass 2^62 the key so far is
-    replaced by its dense rank (``dense_unique``, which keeps the order) first. ``ranks`` may also be the
-    matrix's columns (a sequence of 1-D arrays), so that a caller holding them apart need not stack them (issue
-    #12: ``frame_digest`` of a wide table stacked n x columns int64). O(n d), plus O(n log n) per re-ranking
-    (none while the product of the sizes stays below 2^62); memory O(n) beyond the ranks."""
-    columns = [ranks[:, j] for j in range(ranks.shape[1])] if isinstance(ranks, np.ndarray) else list(ranks)
-    n = ranks.shape[0] if isinstance(ranks, np.ndarray) else (len(columns[0]) if columns else 0)
-    key, span = np.zeros(n, dtype=np.int64), 1
-    for j, column in enumerate(columns):
-        key, span = extend_rank_key(key, span, column, sizes[j])
+    replaced by its dense rank (``dense_unique``, which keeps the order) first: one ``extend_rank_key`` per
+    column (a caller that makes its columns one at a time folds them in itself and keeps none). O(n d), plus
+    O(n log n) per re-ranking (none while the product of the sizes stays below 2^62); memory O(n) beyond the
+    ranks."""
+    key, span = np.zeros(ranks.shape[0], dtype=np.int64), 1
+    for j in range(ranks.shape[1]):
+        key, span = extend_rank_key(key, span, ranks[:, j], sizes[j])
     return key
 
 

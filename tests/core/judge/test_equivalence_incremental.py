@@ -209,7 +209,8 @@ def test_a_class_the_store_gives_back_that_is_live_again_is_not_doubled():
     live = rows((1, 1, 0), (2, 1, 0), (1, 3, 0), (5, 3, 0))
     cold = rows((1, 1, 0), (2, 1, 0), (2, 2, 4), (7, 2, 4))
     state = equivalence._State(live, cold, None, None, None, None, "ok")  # type: ignore[arg-type]
-    got_live, got_cold = equivalence._pull_returners("id", state, pd.Series([2, 5, 1]).to_numpy())
+    got_live, got_cold, key = equivalence._pull_returners("id", state, pd.Series([2, 5, 1]).to_numpy())
+    assert key.tolist() == equivalence._keys(got_live).tolist() == sorted(key.tolist())  # by class
     assert members_by_class(got_live) == {(1, 0): frozenset({1, 2}), (2, 4): frozenset({2, 7}),
                                           (3, 0): frozenset({1, 5})}
     assert got_cold.empty

@@ -184,9 +184,10 @@ def _runs(key: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
 
 
-def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(live, cold)`` of ``state`` with the cold classes of the persons ``ids`` of release n who come back (they
-    have a cold row) moved, whole, to the live rows.
+def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """``(live, cold, key)`` of ``state`` with the cold classes of the persons ``ids`` of release n who come back
+    (they have a cold row) moved, whole, to the live rows; ``key``: the class key of each live row (``_keys``),
+    computed once here for the caller.
 
     Why only those: a pair (a, b), b in release n, is an instance only when a and b share a person p (else e is
     the whole class, ``equivalence_attack``), and p is then in release n. When a is cold, none of its members is
@@ -194,26 +195,28 @@ def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.Data
     here. So every class that pairs with release n is live after this, whole, with its every member (the one
     person of a 1-equivalence is found among them, ``_lone_persons``). The cold rows the store gives back
     (``ARCHIVED``) are those of such classes, and may hold a class that came back earlier and is live: that one
-    is dropped from them first. Cost: O(cold given + ids) to find who comes back (hash look-ups), O(live) to drop
-    the classes already live when the store gave any; only when somebody comes back, O(live log live) to sort
-    the live rows by class again."""
+    is dropped from them first. Cost: O(live) for the keys; O(cold given + ids) to find who comes back (hash
+    look-ups) and to drop the classes already live; only when somebody comes back, O(live log live) to sort the
+    live rows by class again."""
     live, cold = state.live, state.cold
+    live_key = _keys(live)
     if not len(cold):
-        return live, cold
+        return live, cold, live_key
     key = _keys(cold)
     if len(live):  # classes the store gave back that are live again (they came back since they went cold)
         units = np.unique(key)
-        hit = pd.Index(units).get_indexer(_keys(live))
+        hit = pd.Index(units).get_indexer(live_key)
         if (hit >= 0).any():
             keep = pd.Index(units[np.unique(hit[hit >= 0])]).get_indexer(key) < 0
             cold, key = cold[keep].reset_index(drop=True), key[keep]
     back = cold[ident].isin(ids).to_numpy() if len(ids) else np.zeros(len(cold), dtype=bool)
     if not back.any():
-        return live, cold
+        return live, cold, live_key
     pull = pd.Index(np.unique(key[back])).get_indexer(key) >= 0
-    live = pd.concat([live, cold[pull]], ignore_index=True)
-    live = live.take(np.argsort(_keys(live), kind="stable")).reset_index(drop=True)  # by class again
-    return live, cold[~pull].reset_index(drop=True)
+    live_key = np.concatenate([live_key, key[pull]])
+    order = np.argsort(live_key, kind="stable")  # by class again
+    live = pd.concat([live, cold[pull]], ignore_index=True).take(order).reset_index(drop=True)
+    return live, cold[~pull].reset_index(drop=True), live_key[order]
 
 
 def _retire(live: pd.DataFrame, starts: np.ndarray, at: np.ndarray, new: pd.DataFrame,
@@ -299,8 +302,7 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
         return _empty_state(history, NON_HOMOGENEOUS)
     ident = history.spec.id
     new, signatures = _release_members(history, state, table, release_id)
-    live, cold = _pull_returners(ident, state, new[ident].to_numpy())
-    key = _keys(live)
+    live, cold, key = _pull_returners(ident, state, new[ident].to_numpy())
     starts = _runs(key)
     at = pd.Index(new[ident].to_numpy()).get_indexer(live[ident].to_numpy())
     pairs = _new_pairs(live, key, new, at)
