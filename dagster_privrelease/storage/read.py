@@ -430,7 +430,7 @@ def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident:
     """The rows of the archived memo entry ``(name, release_id)`` (``ARCHIVED``, ``write.archive_table``) that the
     next release needs: every unit kept by release ``release_id`` with a person of the next release (``hosting``,
     its rows at ``release_id + 1``) who is not in release ``release_id``, whole, in the order archived, with the
-    columns and dtypes of ``marker`` (the entry's stored schema). Cost: DuckDB's scan of the archive's id column
+    columns and dtypes of ``marker`` (the entry's stored schema; a categorical as plain values). Cost: DuckDB's scan of the archive's id column
     and a semi-join; the rows read are those of the units given back, not the archive."""
     table = f"private.{archive_table(name)}"
     if not table_exists(con, "private", archive_table(name)):
@@ -447,7 +447,10 @@ def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident:
         {"this": release_id, "next": release_id + 1}).df()
     if not len(frame):
         return marker
-    return frame[list(marker.columns)].astype(marker.dtypes.to_dict())
+    # a categorical column of the marker is read back as plain values: its categories are those of the entry's
+    # own release, and the units given back hold ids and values from other releases
+    dtypes = {c: object if isinstance(t, pd.CategoricalDtype) else t for c, t in marker.dtypes.items()}
+    return frame[list(marker.columns)].astype(dtypes)
 
 
 _PARQUET_MAGIC = b"PAR1"

@@ -52,8 +52,14 @@ _FIXED_DDL = (
 
 
 def sql_type(series: pd.Series) -> str:
-    """The DuckDB type a pandas column is stored as: BOOLEAN, BIGINT, DOUBLE, TIMESTAMP[TZ], else VARCHAR."""
+    """The DuckDB type a pandas column is stored as: BOOLEAN, BIGINT, DOUBLE, TIMESTAMP[TZ], else VARCHAR.
+
+    A categorical column is stored as the type of its categories, never as an ENUM: an ENUM's values are fixed
+    when its table is created, and the store's columns hold open domains (ids, values that may still appear).
+    An object column (empty or all-null included) is VARCHAR, never DuckDB's NULL type."""
     dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return sql_type(pd.Series(dtype.categories))
     if pd.api.types.is_bool_dtype(dtype):
         return "BOOLEAN"
     if pd.api.types.is_integer_dtype(dtype):

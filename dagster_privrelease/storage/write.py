@@ -386,17 +386,25 @@ def archive_table(name: str) -> str:
 def _archive(con: duckdb.DuckDBPyConnection, name: str, release_id: int, frame: pd.DataFrame) -> None:
     """Append to ``archive_table(name)`` the rows of ``frame`` (the memo entry ``(name, release_id)``) whose unit
     (``ARCHIVED[name]``) is not kept yet, with ``archived_at`` (the release) and ``seq`` (their order in the entry),
-    creating the table from the frame's columns on first use and adding a column an entry brings later (the
-    units kept before hold null there). A unit's rows never change, so a unit kept once
-    stays as it is (a unit the store gave back and the fold recorded again is not doubled). Cost: O(rows of the
-    entry) plus DuckDB's anti-join against the kept units (a hash join over two integer columns)."""
+    creating the table on first use and adding a column an entry brings later (the units kept before hold null
+    there). Column types come from the store's contract (``_contract_types``), never from what DuckDB infers of a
+    frame: a categorical would become an ENUM of the values seen so far (a later id fails to convert), an empty
+    object column DuckDB's NULL type. A unit's rows never change, so a unit kept once stays as it is (a unit the
+    store gave back and the fold recorded again is not doubled). Cost: O(rows of the entry) plus DuckDB's
+    anti-join against the kept units (a hash join over two integer columns).
+
+    Raises:
+        StoreError: naming the table when DuckDB refuses the rows (the message holds no stored value).
+    """
     table = f"private.{archive_table(name)}"
     rows = frame.assign(archived_at=np.int64(release_id), seq=np.arange(len(frame), dtype=np.int64))
+    types = _contract_types(con, rows)
     con.register(_FRAME, rows)
     try:
-        con.execute(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM {_FRAME} LIMIT 0")
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} "
+                    f"({', '.join(f'{quote(c)} {kind}' for c, kind in types.items())})")
         kept = {column for column, *_ in con.execute(f"DESCRIBE {table}").fetchall()}
-        for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {_FRAME}").fetchall():
+        for column, kind in types.items():
             if column not in kept:  # e.g. a value new to the sensitive domain: earlier units read it as null
                 con.execute(f"ALTER TABLE {table} ADD COLUMN {quote(column)} {kind}")
         if not len(rows):
@@ -405,10 +413,21 @@ def _archive(con: duckdb.DuckDBPyConnection, name: str, release_id: int, frame: 
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME} AS f "
                     f"WHERE NOT EXISTS (SELECT 1 FROM {table} AS k WHERE {same})")
     except duckdb.Error as exc:
-        raise StoreError(f"{table}: cannot archive the judge's rows ({exc})") from exc
+        raise StoreError(f"{table}: cannot archive the judge's {len(rows)} rows of release {release_id} "
+                         f"({type(exc).__name__})") from exc
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister(_FRAME)
+
+
+def _contract_types(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> dict[str, str]:
+    """The SQL type of each column of ``frame`` as the store's contract has it: the type recorded in
+    ``private.columns`` for the id and the sensitive column (a judge's memo or a model's state carries them
+    under their own names; other columns of such frames hold codes or weights), else ``sql_type`` of the column
+    (categoricals as their categories' type, object columns as VARCHAR). O(columns)."""
+    recorded = dict(con.execute("SELECT column_name, sql_type FROM private.columns "
+                                "WHERE \"role\" IN ('id', 'sensitive')").fetchall())
+    return {c: recorded.get(c) or sql_type(frame[c]) for c in frame.columns}
 
 
 def _drop_staged(con: duckdb.DuckDBPyConnection, release_id: int) -> None:
@@ -466,7 +485,8 @@ def _write_states(
     for name, frame in state.items():
         if not _STATE_NAME.match(name):
             raise StoreError(f"model state {name!r}: a state name is lower-case letters, digits and underscores")
-        columns = ["release_id BIGINT NOT NULL"] + [f"{quote(c)} {sql_type(frame[c])}" for c in frame.columns]
+        types = _contract_types(con, frame)
+        columns = ["release_id BIGINT NOT NULL"] + [f"{quote(c)} {kind}" for c, kind in types.items()]
         con.execute(f"CREATE TABLE IF NOT EXISTS private.{prefix}{name} ({', '.join(columns)})")
         con.execute(f"DELETE FROM private.{prefix}{name} WHERE release_id = ?", [release_id])
         _insert(con, f"private.{prefix}{name}", _with_id(frame, release_id))

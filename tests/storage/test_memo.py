@@ -12,10 +12,12 @@ import pandas.testing as pdt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dagster_privrelease.core.spec import parse_spec
+from dagster_privrelease.storage import ReleaseStore
 from dagster_privrelease.storage.read import memo_frame
 from dagster_privrelease.storage.write import memo_blob
 
-from .conftest import publish, snapshot
+from .conftest import SPEC, publish, snapshot
 
 
 def _parquet(frame: pd.DataFrame) -> pd.DataFrame:
@@ -121,3 +123,30 @@ def test_one_save_of_many_entries_keeps_what_saving_them_one_by_one_keeps(store)
         with store.connect() as con:
             rows = con.execute("SELECT name, release_id, frame FROM private.judge_memo").fetchall()
         assert {(n, j): int(memo_frame(blob)["tag"].iloc[0]) for n, j, blob in rows} == expected, case
+
+
+def test_archives_take_their_types_from_the_store_not_from_the_first_frame(tmp_path):
+    """An archived memo entry (``history.ARCHIVED``) whose first frame holds the ids as a categorical of the ids
+    seen so far (or no rows at all, object columns DuckDB would type NULL) keeps later ids that are new to it:
+    the archive's id column takes the store's recorded type (VARCHAR for text ids), never an ENUM or NULL."""
+    from dagster_privrelease.core.judge.history import ARCHIVED
+    from dagster_privrelease.storage.write import archive_table
+
+    spec = parse_spec(SPEC)
+    rows = snapshot(range(12), seed=1).assign(pid=lambda f: [f"p{i:03d}" for i in range(12)])
+    (name, units), = [(n, u) for n, u in ARCHIVED.items() if u == ("row",)]
+    with ReleaseStore(tmp_path / "text.duckdb", spec).session() as store:
+        for j in (1, 2, 3):
+            publish(store, j, rows.assign(pid=[f"{'p' if j < 3 else 'q'}{i:03d}" for i in range(12)]))
+        empty = pd.DataFrame({"pid": pd.Series([], dtype=object), "row": pd.Series([], dtype=np.int64)})
+        store.save_judge_memo({(name, 1): empty})
+        first = pd.DataFrame({"pid": pd.Categorical(["p000", "p001"]), "row": np.array([0, 1])})
+        store.save_judge_memo({(name, 2): first})
+        later = pd.DataFrame({"pid": pd.Categorical(["007", "7", "p00205"]), "row": np.array([2, 3, 4])})
+        store.save_judge_memo({(name, 3): later})
+        with store.connect() as con:
+            table = f"private.{archive_table(name)}"
+            types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {table})").fetchall())
+            kept = sorted(r[0] for r in con.execute(f"SELECT pid FROM {table}").fetchall())
+    assert types["pid"] == "VARCHAR" and types["row"] == "BIGINT", types
+    assert kept == ["007", "7", "p000", "p001", "p00205"]
