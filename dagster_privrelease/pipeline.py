@@ -166,10 +166,11 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
 def previous_release(store: ReleaseStore, release_id: int, spec: BoundSpec) -> PreviousRelease | None:
     """What the model of ``spec`` reads of the release before ``release_id``: the parts its descriptor says
     (``ModelDescriptor.reads``), with only the columns it names (``ModelDescriptor.previous_columns``, from
-    ``spec``). Cost: the columns read (``StoreReader.previous``)."""
+    ``spec``) and, for a model that asks (``ModelDescriptor.returning``), the last appearance of the tuples that
+    come back. Cost: the columns read (``StoreReader.previous``)."""
     model = models.descriptor(spec.model.name)
     columns = model.previous_columns(spec) if model.previous_columns is not None else None
-    return store.previous(release_id, model.reads, columns)
+    return store.previous(release_id, model.reads, columns, returning=model.returning)
 
 
 def staged_snapshot(store: ReleaseStore, release_id: int) -> pd.DataFrame:

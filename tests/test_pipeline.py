@@ -359,3 +359,48 @@ def test_bound_spec_reads_the_binding_columns_as_the_whole_snapshot_binds(staged
     with pytest.raises(StoreError, match="no snapshot staged"):
         staged.staged_bound_spec(2)
 
+
+
+def _text_table(ids) -> pd.DataFrame:
+    """``table`` with text ids as people write them: ``p00012`` for most, zero-padded digits for every third."""
+    frame = table(ids)
+    return frame.assign(pid=[f"{i:03d}" if i % 3 == 0 else f"p{i:05d}" for i in frame["pid"]])
+
+
+def test_m_invariance_keeps_the_signature_of_who_comes_back(tmp_path):
+    """Xiao-Tao Def. 17 holds a tuple's signature over its whole lifespan, absences included: 14 releases of text
+    ids where people leave and come back (and a whole group leaves) all publish, and the independent verifier
+    (``verify_history`` on the complete history, every appearance against the last one) holds. A person who comes
+    back with another sensitive value is refused by the model, naming no one."""
+    spec = parse_spec(spec_of({"name": "m_invariance", "m": 2}))
+    store = ReleaseStore(tmp_path / "m.duckdb", spec)
+    rng = np.random.default_rng(3)
+    present, fresh, away = set(range(120)), 120, []
+    for j in range(1, 15):
+        if j > 1:
+            gone = set(rng.choice(sorted(present), 12, replace=False).tolist())
+            if j == 6:  # a whole group of release 5 leaves
+                hosting = store.history().hosting
+                group = hosting.loc[hosting["release_id"] == 5, "group_id"].iloc[0]
+                gone |= {int(p[1:]) if p[0] == "p" else int(p)
+                         for p in hosting.loc[(hosting["release_id"] == 5) & (hosting["group_id"] == group), "pid"]}
+            present -= gone
+            back = away[: 8] if j % 3 == 0 else []
+            away = [p for p in away if p not in back] + sorted(gone)
+            present |= set(back) | set(range(fresh, fresh + 10))
+            fresh += 10
+        summary = pipeline.release_next(store, _text_table(sorted(present)))
+        assert summary["outcome"] == "published" and all(summary["checks"].values()), (j, summary["checks"])
+    history = store.history()
+    assert history.release_ids == list(range(1, 15))
+    reports = models.verify_history(history)
+    assert reports and all(r.ok for r in reports), [(r.name, r.summary) for r in reports]
+    returned = away[0]
+    changed = _text_table([*sorted(present), returned])
+    stored = store.history()
+    before = stored.snapshots.loc[stored.snapshots["pid"] == changed["pid"].iloc[-1], "disease"].iloc[-1]
+    changed.loc[changed.index[-1], "disease"] = next(d for d in DISEASES if d != before)
+    with pytest.raises(NotPublishable, match=r"^1 tuple\(s\) changed their sensitive value 'disease'") as refused:
+        pipeline.release_next(store, changed)
+    assert changed["pid"].iloc[-1] not in str(refused.value)
+    assert store.release_ids() == list(range(1, 15))

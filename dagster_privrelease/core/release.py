@@ -63,6 +63,13 @@ class PreviousRelease:
 
     ``earlier``: only for a model that reads every release (``ModelDescriptor.reads == "all"``, e.g. the star
     join of Wang-Fung §7): the published rows of releases 1..n-1 with their ``release_id``; None otherwise.
+
+    ``returning`` and ``returning_groups``: only for a model that reads the lifespans of returning tuples
+    (``ModelDescriptor.returning``, e.g. m-invariance, whose Def. 17 holds a signature over a whole lifespan,
+    absences included); None otherwise. ``returning`` has a row per tuple of T(n) that is not in T(n-1) but
+    was published by an earlier release: its id, ``release_id`` (its last release), ``group_id`` (its hosting
+    group there) and its sensitive value then; ``returning_groups`` has the published rows of those groups
+    (``release_id``, ``group_id``, the sensitive value; counterfeits included).
     """
 
     release_id: int
@@ -72,6 +79,8 @@ class PreviousRelease:
     hosting: pd.DataFrame
     state: dict[str, pd.DataFrame] = field(default_factory=dict)
     earlier: pd.DataFrame | None = None
+    returning: pd.DataFrame | None = None
+    returning_groups: pd.DataFrame | None = None
 
 
 def group_boxes(

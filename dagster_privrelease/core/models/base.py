@@ -135,6 +135,8 @@ class ModelDescriptor:
                       m-invariance's held-back tuples, which are not in the published T(j); None: as stored.
     check_spec:       extra rules on the whole spec (e.g. update sets naming sensitive values); SpecError.
     stages:           steps materialised before the candidate (``Stage``), e.g. the possible-world set.
+    returning:        True when ``publish`` reads the last appearance of each tuple that comes back after an
+                      absence (``PreviousRelease.returning``), as m-invariance does; with ``reads == "previous"``.
     """
 
     name: str
@@ -152,6 +154,7 @@ class ModelDescriptor:
     judged: Callable[[History], History] | None = None
     check_spec: Callable[[Spec], None] | None = None
     stages: tuple[Stage, ...] = field(default=())
+    returning: bool = False
 
     def parse_params(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The model's parameters from the spec's ``model`` mapping (``name`` excluded), defaults filled in.

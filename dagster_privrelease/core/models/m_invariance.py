@@ -51,9 +51,11 @@ finally published in.
 
 Updates of a tuple's sensitive value are outside this model (the m-Distinct model handles them) and are
 refused; changes of QI values are allowed (the tuple keeps its signature; its new values are generalised).
-A lifespan is one interval of releases (Def. 5): an id deleted from the source must not come back later. Lemma 4
-keeps no memory of deleted tuples, so a returning id is a new tuple here and may get another signature, which
-the verifier (``core.judge.verifiers.xiao_tao.m_invariance``, comparing every appearance with the previous one) reports.
+A lifespan [x, y] runs from a tuple's first release to its last (Def. 5), absences included, and Def. 17 holds its
+signature over all of it: a tuple that comes back after an absence is bound to the signature of the group that
+last hosted it, as a tuple of S∩ is to its group of T*(n-1) (``previous_signatures``; the store reads the last
+appearance of the returning tuples only, ``ModelDescriptor.returning``, so the cost still does not grow with n
+beyond a semi-join of the hosting table with the new ids).
 
 Size: a little over the ~500 lines a module keeps to; the §4.3 split (``split`` and its vectorised helpers, about
 half the module) is the candidate to move into a module of its own, which m-Distinct's ``split(relative=True)``
@@ -152,12 +154,16 @@ def normalised(X: np.ndarray, spec: BoundSpec, widths: np.ndarray, counterfeits:
 def previous_signatures(
     snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The generalised hosting group in T*(n-1) of every tuple of T(n), and the signature of every group.
+    """The generalised hosting group of every tuple of T(n) in its last release, and the signature of every group.
 
-    Returns ``(prev_group, signatures)``: ``prev_group[i]`` indexes the rows of ``signatures`` (-1 for a tuple
-    not published in release n-1: a new tuple of S−, or one held back then); ``signatures`` is a (groups, V)
-    bool matrix, V = ``len(spec.sensitive_values)``, from T*(n-1)'s rows, counterfeits included (Def. 16).
-    Raises NotPublishable when a tuple of S∩ changed its sensitive value or a signature has fewer than m values.
+    Returns ``(prev_group, signatures)``: ``prev_group[i]`` indexes the rows of ``signatures`` (-1 for a new tuple
+    of S−, or one held back until now); ``signatures`` is a (groups, V) bool matrix, V =
+    ``len(spec.sensitive_values)``, from the published rows, counterfeits included (Def. 16): first the groups of
+    T*(n-1), then those of earlier releases that last hosted a tuple coming back after an absence
+    (``PreviousRelease.returning``). A returning tuple is bound to its last signature as a tuple of S∩ is: Def. 17
+    asks one signature over the whole lifespan [x, y], and B(n) (Def. 6) tells the adversary the lifespan.
+    Raises NotPublishable when such a tuple changed its sensitive value or a signature has fewer than m values.
+    Cost: O(|T(n)| + |T*(n-1)|) plus the returning tuples' groups.
     """
     m = int(spec.model.params["m"])
     ids = snapshot[spec.id]
@@ -165,31 +171,51 @@ def previous_signatures(
     where = pd.Index(host[spec.id]).get_indexer(ids)
     old = where >= 0
     before = pd.Index(previous.snapshot[spec.id]).get_indexer(ids[old])
-    was = previous.snapshot[spec.sensitive].astype(str).to_numpy()[before]
-    now = snapshot[spec.sensitive].to_numpy()[old]
-    changed = np.flatnonzero(was != now)
-    if len(changed):
-        who = ids[old].to_numpy()[changed[:5]].tolist()
-        raise NotPublishable(
-            f"{len(changed)} tuple(s) of release {previous.release_id} changed their sensitive value "
-            f"{spec.sensitive!r} ({spec.id} {who}, e.g. {was[changed[0]]!r} -> {now[changed[0]]!r}); m-invariance "
-            f"covers insertions and deletions only (Xiao-Tao §2): delete and re-insert under a new id, or use "
-            f"the m_distinct model"
-        )
+    _refuse_changed(previous.snapshot[spec.sensitive].to_numpy()[before], snapshot[spec.sensitive].to_numpy()[old],
+                    spec)
     hosted = host["group_id"].to_numpy()[where[old]]  # every hosting group is a group of T*(n-1)
     group_ids, inverse, hosted, codes = published_groups(previous, hosted, spec)
     signatures = np.zeros((len(group_ids), len(spec.sensitive_values)), dtype=bool)
     signatures[inverse, codes] = True
+    prev_group = np.full(len(snapshot), -1, dtype=np.int64)
+    prev_group[old] = hosted
+    releases = np.full(len(group_ids), previous.release_id, dtype=np.int64)
+    back = previous.returning
+    if back is not None and len(back):
+        rows = pd.Index(ids).get_indexer(back[spec.id])
+        _refuse_changed(back[spec.sensitive].to_numpy(), snapshot[spec.sensitive].to_numpy()[rows], spec)
+        earlier = previous.returning_groups
+        assert earlier is not None, "PreviousRelease.returning comes with returning_groups"
+        keys = pd.MultiIndex.from_frame(earlier[["release_id", "group_id"]]).unique()
+        rows_of = keys.get_indexer(pd.MultiIndex.from_frame(earlier[["release_id", "group_id"]]))
+        more = np.zeros((len(keys), signatures.shape[1]), dtype=bool)
+        more[rows_of, sensitive_codes(earlier, spec)] = True
+        prev_group[rows] = len(signatures) + keys.get_indexer(pd.MultiIndex.from_frame(back[["release_id", "group_id"]]))
+        signatures = np.vstack([signatures, more])
+        group_ids = np.concatenate([group_ids, keys.get_level_values(1).to_numpy()])
+        releases = np.concatenate([releases, keys.get_level_values(0).to_numpy()])
     small = np.flatnonzero(signatures.sum(axis=1) < m)
     if len(small):
         raise NotPublishable(
-            f"group {int(group_ids[small[0]])} of release {previous.release_id} has a signature of "
+            f"group {int(group_ids[small[0]])} of release {int(releases[small[0]])} has a signature of "
             f"{int(signatures[small[0]].sum())} value(s), fewer than m={m}; m-invariance cannot raise m on a "
             f"running history (Def. 17): keep m at most the previous release's m"
         )
-    prev_group = np.full(len(snapshot), -1, dtype=np.int64)
-    prev_group[old] = hosted
     return prev_group, signatures
+
+
+def _refuse_changed(was: np.ndarray, now: np.ndarray, spec: BoundSpec) -> None:
+    """NotPublishable, counting the tuples and naming no one, when a tuple's sensitive value ``now`` differs
+    from the one it had when last published (``was``; both in the same row order): m-invariance covers
+    insertions and deletions only (Xiao-Tao §2)."""
+    changed = int(np.count_nonzero(pd.Series(was, dtype=object).astype(str).to_numpy()
+                                   != pd.Series(now, dtype=object).astype(str).to_numpy()))
+    if changed:
+        raise NotPublishable(
+            f"{changed} tuple(s) changed their sensitive value {spec.sensitive!r} since they were last published; "
+            "m-invariance covers insertions and deletions only (Xiao-Tao §2): delete such a tuple and insert it "
+            "again under a new id, or publish the table with the m_distinct model in a new store"
+        )
 
 
 def published_groups(
@@ -709,4 +735,5 @@ MODEL = ModelDescriptor(
     diversity_param="m",
     judged=judged,
     previous_columns=previous_columns,
+    returning=True,
 )

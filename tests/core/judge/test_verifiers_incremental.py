@@ -42,7 +42,7 @@ def _stamp(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
 def invariant_history(seed: int, returns: bool = False) -> History | None:
     """1-5 releases of 6-20 people published by the m-invariance model (m = 2; values never change), up to the
     first release the model refuses. Each person's lifespan is one interval of releases (Xiao-Tao Def. 5), unless
-    ``returns``: then people leave and come back, and the model, which keeps no memory of deleted tuples, may
+    ``returns``: then people leave and come back, and the model, given no ``PreviousRelease.returning`` here, may
     give a returning one another signature (``core.models.m_invariance``), which the verifier must see. None when
     the model refuses release 1 (its new tuples are not m-eligible)."""
     rng = np.random.default_rng(seed)
