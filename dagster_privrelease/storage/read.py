@@ -421,14 +421,14 @@ def _returning(con: duckdb.DuckDBPyConnection, ident: str, sensitive: str, relea
     rows) with the ids of the new tuples, then reads of the few groups found; nothing per row in Python."""
     key, value = quote(ident), quote(sensitive)
     returning = query_frame(con, (
-        f"WITH arrived AS (SELECT {key} FROM private.snapshot WHERE release_id = $n "
-        f"EXCEPT SELECT {key} FROM private.hosting WHERE release_id = $n - 1), "
+        f"WITH arrived AS (SELECT {key} FROM private.snapshot WHERE release_id = $1 "
+        f"EXCEPT SELECT {key} FROM private.hosting WHERE release_id = $1 - 1), "
         f"last AS (SELECT {key}, max(release_id) AS release_id FROM private.hosting "
-        f"WHERE release_id < $n - 1 AND {key} IN (SELECT {key} FROM arrived) GROUP BY {key}) "
+        f"WHERE release_id < $1 - 1 AND {key} IN (SELECT {key} FROM arrived) GROUP BY {key}) "
         f"SELECT l.{key}, l.release_id, h.group_id, s.{value} FROM last AS l "
         f"JOIN private.hosting AS h ON h.release_id = l.release_id AND h.{key} = l.{key} "
         f"JOIN private.snapshot AS s ON s.release_id = l.release_id AND s.{key} = l.{key} "
-        f"ORDER BY l.release_id, h.group_id, l.{key}"), {"n": release_id})
+        f"ORDER BY l.release_id, h.group_id, l.{key}"), [release_id])
     con.register("returning_hosts", returning[["release_id", "group_id"]].drop_duplicates())
     try:
         groups = query_frame(con, (
