@@ -151,90 +151,107 @@ def normalised(X: np.ndarray, spec: BoundSpec, widths: np.ndarray, counterfeits:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class LastGroups:
+    """The groups that last hosted the tuples of T(n) (Def. 2): in T*(n-1) or, for a tuple coming back after an
+    absence, in the release that last published it (``PreviousRelease.returning``), with their published rows.
+
+    host:        per row of T(n), the index (0..g-1) of that group; -1 for a tuple never published (S−).
+    was:         per row of T(n), its sensitive value when last published, as text ("" where ``host`` is -1).
+    row_group:   per published row of those groups (counterfeits included, Def. 16), its group index.
+    codes:       per published row, its sensitive code (an index of ``spec.sensitive_values``).
+    release_ids: per group index, the release it was published in.
+    group_ids:   per group index, its group id in that release.
+    """
+
+    host: np.ndarray
+    was: np.ndarray
+    row_group: np.ndarray
+    codes: np.ndarray
+    release_ids: np.ndarray
+    group_ids: np.ndarray
+
+
+def last_groups(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease) -> LastGroups:
+    """``LastGroups`` of the validated T(n) ``snapshot``: T*(n-1)'s groups (all of them, with the index of each id
+    hosted there) and the groups that last hosted the returning tuples. NotPublishable when a published row holds
+    a value the spec's sensitive domain no longer has. O(|T(n)| + |T*(n-1)|) plus the returning tuples' groups."""
+    ids = snapshot[spec.id]
+    where = pd.Index(previous.hosting[spec.id]).get_indexer(ids)
+    old = where >= 0
+    before = pd.Index(previous.snapshot[spec.id]).get_indexer(ids[old])
+    was = np.full(len(snapshot), "", dtype=object)
+    was[old] = previous.snapshot[spec.sensitive].astype(str).to_numpy()[before]
+    rows = [(np.full(len(previous.table), previous.release_id, dtype=np.int64), previous.table)]
+    hosts = [(np.flatnonzero(old), previous.release_id, previous.hosting["group_id"].to_numpy()[where[old]])]
+    back, earlier = previous.returning, previous.returning_groups
+    if back is not None and earlier is not None and len(back):
+        at = pd.Index(ids).get_indexer(back[spec.id])
+        was[at] = back[spec.sensitive].astype(str).to_numpy()
+        rows.append((earlier["release_id"].to_numpy(dtype=np.int64), earlier))
+        hosts.append((at, back["release_id"].to_numpy(dtype=np.int64), back["group_id"].to_numpy()))
+    table = pd.concat([t[["group_id", spec.sensitive]] for _, t in rows], ignore_index=True)
+    codes = sensitive_codes(table, spec)
+    if (codes < 0).any():
+        raise NotPublishable(
+            f"{int((codes < 0).sum())} published row(s) hold a {spec.sensitive!r} value that the spec's sensitive "
+            "domain no longer has; a running history cannot drop a value from the domain"
+        )
+    release_of = np.concatenate([r for r, _ in rows])
+    group_keys = _group_keys(release_of, table["group_id"].to_numpy())
+    host_keys = np.concatenate([_group_keys(np.broadcast_to(r, len(g)), g) for _, r, g in hosts])
+    keys, inverse = dense_unique(np.concatenate([group_keys, host_keys]))
+    host = np.full(len(snapshot), -1, dtype=np.int64)
+    host[np.concatenate([at for at, _, _ in hosts])] = inverse[len(group_keys):]
+    return LastGroups(host=host, was=was, row_group=inverse[: len(group_keys)], codes=codes,
+                      release_ids=keys >> 40, group_ids=keys & ((1 << 40) - 1))
+
+
+def _group_keys(release_ids: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """One int64 key per (release, group): the release in the high bits, the group id (below 2**40) in the low."""
+    return (np.asarray(release_ids, dtype=np.int64) << 40) | np.asarray(group_ids, dtype=np.int64)
+
+
 def previous_signatures(
     snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The generalised hosting group of every tuple of T(n) in its last release, and the signature of every group.
+    """The group that last hosted every tuple of T(n) (``last_groups``), and the signature of every such group.
 
     Returns ``(prev_group, signatures)``: ``prev_group[i]`` indexes the rows of ``signatures`` (-1 for a new tuple
     of S−, or one held back until now); ``signatures`` is a (groups, V) bool matrix, V =
-    ``len(spec.sensitive_values)``, from the published rows, counterfeits included (Def. 16): first the groups of
-    T*(n-1), then those of earlier releases that last hosted a tuple coming back after an absence
-    (``PreviousRelease.returning``). A returning tuple is bound to its last signature as a tuple of S∩ is: Def. 17
-    asks one signature over the whole lifespan [x, y], and B(n) (Def. 6) tells the adversary the lifespan.
-    Raises NotPublishable when such a tuple changed its sensitive value or a signature has fewer than m values.
-    Cost: O(|T(n)| + |T*(n-1)|) plus the returning tuples' groups.
+    ``len(spec.sensitive_values)``, from the published rows, counterfeits included (Def. 16). A tuple coming back
+    after an absence is bound to the signature of the group that last hosted it, as a tuple of S∩ is to its group
+    of T*(n-1): Def. 17 asks one signature over the whole lifespan [x, y], and B(n) (Def. 6) tells the adversary
+    the lifespan. Raises NotPublishable when such a tuple changed its sensitive value or a signature has fewer
+    than m values. Cost: that of ``last_groups``.
     """
     m = int(spec.model.params["m"])
-    ids = snapshot[spec.id]
-    host = previous.hosting
-    where = pd.Index(host[spec.id]).get_indexer(ids)
-    old = where >= 0
-    before = pd.Index(previous.snapshot[spec.id]).get_indexer(ids[old])
-    _refuse_changed(previous.snapshot[spec.sensitive].to_numpy()[before], snapshot[spec.sensitive].to_numpy()[old],
-                    spec)
-    hosted = host["group_id"].to_numpy()[where[old]]  # every hosting group is a group of T*(n-1)
-    group_ids, inverse, hosted, codes = published_groups(previous, hosted, spec)
-    signatures = np.zeros((len(group_ids), len(spec.sensitive_values)), dtype=bool)
-    signatures[inverse, codes] = True
-    prev_group = np.full(len(snapshot), -1, dtype=np.int64)
-    prev_group[old] = hosted
-    releases = np.full(len(group_ids), previous.release_id, dtype=np.int64)
-    back = previous.returning
-    if back is not None and len(back):
-        rows = pd.Index(ids).get_indexer(back[spec.id])
-        _refuse_changed(back[spec.sensitive].to_numpy(), snapshot[spec.sensitive].to_numpy()[rows], spec)
-        earlier = previous.returning_groups
-        assert earlier is not None, "PreviousRelease.returning comes with returning_groups"
-        keys = pd.MultiIndex.from_frame(earlier[["release_id", "group_id"]]).unique()
-        rows_of = keys.get_indexer(pd.MultiIndex.from_frame(earlier[["release_id", "group_id"]]))
-        more = np.zeros((len(keys), signatures.shape[1]), dtype=bool)
-        more[rows_of, sensitive_codes(earlier, spec)] = True
-        prev_group[rows] = len(signatures) + keys.get_indexer(pd.MultiIndex.from_frame(back[["release_id", "group_id"]]))
-        signatures = np.vstack([signatures, more])
-        group_ids = np.concatenate([group_ids, keys.get_level_values(1).to_numpy()])
-        releases = np.concatenate([releases, keys.get_level_values(0).to_numpy()])
+    last = last_groups(snapshot, spec, previous)
+    seen = last.host >= 0
+    _refuse_changed(last.was[seen], snapshot[spec.sensitive].astype(str).to_numpy()[seen], spec)
+    signatures = np.zeros((len(last.group_ids), len(spec.sensitive_values)), dtype=bool)
+    signatures[last.row_group, last.codes] = True
     small = np.flatnonzero(signatures.sum(axis=1) < m)
     if len(small):
         raise NotPublishable(
-            f"group {int(group_ids[small[0]])} of release {int(releases[small[0]])} has a signature of "
-            f"{int(signatures[small[0]].sum())} value(s), fewer than m={m}; m-invariance cannot raise m on a "
+            f"group {int(last.group_ids[small[0]])} of release {int(last.release_ids[small[0]])} has a signature "
+            f"of {int(signatures[small[0]].sum())} value(s), fewer than m={m}; m-invariance cannot raise m on a "
             f"running history (Def. 17): keep m at most the previous release's m"
         )
-    return prev_group, signatures
+    return last.host, signatures
 
 
 def _refuse_changed(was: np.ndarray, now: np.ndarray, spec: BoundSpec) -> None:
     """NotPublishable, counting the tuples and naming no one, when a tuple's sensitive value ``now`` differs
-    from the one it had when last published (``was``; both in the same row order): m-invariance covers
+    from the one it had when last published (``was``; text, in the same row order): m-invariance covers
     insertions and deletions only (Xiao-Tao §2)."""
-    changed = int(np.count_nonzero(pd.Series(was, dtype=object).astype(str).to_numpy()
-                                   != pd.Series(now, dtype=object).astype(str).to_numpy()))
+    changed = int(np.count_nonzero(was != now))
     if changed:
         raise NotPublishable(
             f"{changed} tuple(s) changed their sensitive value {spec.sensitive!r} since they were last published; "
             "m-invariance covers insertions and deletions only (Xiao-Tao §2): delete such a tuple and insert it "
             "again under a new id, or publish the table with the m_distinct model in a new store"
         )
-
-
-def published_groups(
-    previous: PreviousRelease, hosted: np.ndarray, spec: BoundSpec
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The groups of T*(n-1) as dense indices 0..g-1: ``(group_ids, row_group, hosted, codes)``, the group id of
-    each index, the index of every published row's group and of each id in ``hosted`` (hosting group ids, Def. 2),
-    and every published row's sensitive code (counterfeits included, Def. 16). NotPublishable when T*(n-1)
-    published a value the spec's domain no longer has. O(|T*(n-1)| + |hosted|)."""
-    table = previous.table
-    group_ids, inverse = dense_unique(np.concatenate([table["group_id"].to_numpy(), hosted]))
-    codes = sensitive_codes(table, spec)
-    if (codes < 0).any():
-        raise NotPublishable(
-            f"release {previous.release_id} published {spec.sensitive!r} value "
-            f"{table[spec.sensitive].to_numpy()[codes < 0][0]!r}, which the spec's sensitive domain no longer has; "
-            f"a running history cannot drop a value from the domain"
-        )
-    return group_ids, inverse[: len(table)], inverse[len(table):], codes
 
 
 def eligible_cap(counts: np.ndarray, m: int) -> int:

@@ -21,10 +21,10 @@ from dagster_privrelease.core.judge.attacks import sug_attack
 from dagster_privrelease.core.judge.history import Bound, History
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.models import m_distinct as md
+from dagster_privrelease.core.models import m_invariance
 from dagster_privrelease.core.models.m_distinct import cuts, split
 from dagster_privrelease.core.models.m_distinct.assignment import _fill_copies, candidate_pairs
 from dagster_privrelease.core.models.m_distinct.buckets import allowed_pairs, create_buckets, previous_signatures
-from dagster_privrelease.core.models.m_distinct.changes import diff
 from dagster_privrelease.core.models.m_distinct.update_sets import cus_matrix
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
 from dagster_privrelease.core.spec import BoundSpec, Spec, parse_spec, validate_snapshot
@@ -98,23 +98,8 @@ def test_registered_with_the_judges_verifier():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# the diff and the refusal of updates outside the CUS
+# the refusal of updates outside the CUS
 # ------------------------------------------------------------------------------------------------------------
-
-
-def test_diff_of_tables_i_and_ii():
-    """Defs. 1-2 on the motivating example: no insertion or deletion; Ken unchanged; Julia, Harry and Ben change
-    their disease (and QIs), Tom and Lily only their QIs."""
-    spec = paper_spec()
-    t1, t2 = validate_snapshot(lz.table_1(), spec), validate_snapshot(lz.table_2(), spec)
-    changes = diff(t1, t2, spec)
-    names = t2["Name"].to_numpy()
-    assert changes.deleted == 0 and not changes.inserted.any()
-    assert set(names[changes.sensitive_updated]) == {"Julia", "Harry", "Ben"}
-    assert set(names[changes.qi_updated]) == {"Julia", "Tom", "Harry", "Lily", "Ben"}
-    assert set(names[~changes.updated]) == {"Ken"}
-    grown = diff(t1.iloc[1:], pd.concat([t2, t2.iloc[[0]].assign(Name="Ann")], ignore_index=True), spec)
-    assert grown.inserted.sum() == 2 and grown.deleted == 0  # Ken is not in T(1) any more, Ann is new
 
 
 def _previous_table_iii(spec: BoundSpec) -> PreviousRelease:
@@ -674,7 +659,7 @@ def test_previous_signatures_match_a_table_of_sorted_tuples(data):
                        "model": {"name": "m_distinct", "m": 2, "update_sets": update_sets}}).bind(snapshot)
     previous = PreviousRelease(1, snapshot, table, pd.DataFrame(), hosting)
     C = cus_matrix(spec)
-    prev_uss, signatures = previous_signatures(snapshot, spec, previous, C)
+    prev_uss, signatures = previous_signatures(m_invariance.last_groups(snapshot, spec, previous), spec, C)
     cus_rows = [tuple(row) for row in C.tolist()]
     stands = {v: cus_rows.index(cus_rows[i]) for i, v in enumerate(values)}  # the first value of the same CUS
     hosted = dict(zip(hosting["pid"], hosting["group_id"], strict=True))

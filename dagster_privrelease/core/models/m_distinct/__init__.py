@@ -13,11 +13,12 @@ at least m nodes in every layer (Lemma 3). m-Distinct' (§IV-B, ``strict: true``
 group of a record's first release be pairwise disjoint (re-publication risk at most 1/m, Lemma 4).
 
 Like m-invariance (Xiao-Tao Lemma 4), release n reads only T(n-1), T*(n-1) and the hosting groups (§IV-A: "we only
-need the information of most recent versions of the records"). ``publish`` is §V's Algorithm 1, one module per
+need the information of most recent versions of the records"), and, for a record that comes back after an absence,
+the group that last hosted it (its most recent version: ``ModelDescriptor.returning``, as m-invariance). ``publish`` is §V's Algorithm 1, one module per
 phase; each module's docstring says how it decides where the paper leaves a choice open:
 
 - ``update_sets``: the CUS (Def. 12), its closure and spec checks, the (V, V) CUS matrix the phases read;
-- ``changes``: the snapshot diff (Defs. 1-2) and the refusal of an update outside the CUS of the old value;
+- ``changes``: the refusal of an update outside the CUS of the old value (Defs. 2, 12);
 - ``buckets``: the previous groups' signatures (Def. 13) and Algorithm 2 (create buckets and their intersections);
 - ``assignment``: Algorithm 3, each record to the (bucket, entry) of highest eq. 3 score, fewest CNT_buc first;
 - ``split``: records of no bucket grouped as a static table, balancing with counterfeits, §V-C's recursive split
@@ -58,7 +59,7 @@ from .. import m_invariance, mondrian
 from ..base import ModelDescriptor, Param, PreviousPart
 from .assignment import assign_records, candidate_pairs
 from .buckets import create_buckets, previous_signatures
-from .changes import diff, refuse_illegal_updates
+from .changes import refuse_illegal_updates
 from .split import generate_groups
 from .update_sets import check_spec, check_update_sets, cus_matrix
 
@@ -73,7 +74,7 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     algorithm with no bucket (every record new). Raises NotPublishable for an update outside the CUS of the old
     value (``refuse_illegal_updates``), for a previous group of fewer than m rows (m raised on a running history),
     and under ``strict`` when the update sets leave fewer than m disjoint classes. Deterministic given ``rng``.
-    Cost: O(n·d) diff, Algorithm 2's O(B²·s²·V) over the B distinct previous signatures, Algorithm 3's sequential
+    Cost: O(n) to find each record's previous version, Algorithm 2's O(B²·s²·V) over the B distinct previous signatures, Algorithm 3's sequential
     loop over the records with a choice of bucket or entry (O(their candidate pairs · d) each), then ``split``'s
     O(n·d²) per level over the records and their counterfeits; only release n-1 is read, so the cost follows the
     rows of T*(n-1) and the counterfeits made, not the release number.
@@ -85,9 +86,10 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     if previous is None:
         prev_uss, signatures = np.full(len(snapshot), -1, dtype=np.int64), []
     else:
-        changes = diff(previous.snapshot, snapshot, spec)
-        refuse_illegal_updates(previous.snapshot, snapshot, changes, spec, C)
-        prev_uss, signatures = previous_signatures(snapshot, spec, previous, C)
+        last = m_invariance.last_groups(snapshot, spec, previous)
+        seen = last.host >= 0
+        refuse_illegal_updates(last.was[seen], snapshot[spec.sensitive].astype(str).to_numpy()[seen], spec, C)
+        prev_uss, signatures = previous_signatures(last, spec, C)
     X = encode(snapshot, spec)
     Xn = m_invariance.normalised(X, spec, mondrian.domain_widths(X, spec))
     buckets = create_buckets(signatures, C)
@@ -129,6 +131,7 @@ MODEL = ModelDescriptor(
     reads="previous",
     previous_columns=previous_columns,
     check_spec=check_spec,
+    returning=True,
     skipped_attacks={
         name: "it assumes a sensitive value never changes across releases; m_distinct publishes internal updates "
               "(Li-Zhou Defs. 1-2), whose adversary is the SUG attack (§III), run instead"

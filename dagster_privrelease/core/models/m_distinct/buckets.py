@@ -18,10 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ....errors import NotPublishable
-from ...release import PreviousRelease
 from ...spec import BoundSpec
 from .. import m_invariance
 
@@ -35,34 +33,34 @@ def linear_sum_assignment(*args, **kwargs):
 
 
 def previous_signatures(
-    snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease, C: np.ndarray
+    last: m_invariance.LastGroups, spec: BoundSpec, C: np.ndarray
 ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-    """The update set signature (Def. 13) of each record's hosting group in T*(n-1).
+    """The update set signature (Def. 13) of the group that last hosted each record (``last``: in T*(n-1), or for
+    a record coming back after an absence in the release that last published it; Def. 15 binds a record's
+    candidate sensitive set to the USS of its previous version, whenever it was published).
 
-    Returns ``(prev_uss, signatures)``: ``prev_uss[i]`` indexes ``signatures`` (-1 for a record not published in
-    release n-1), each signature the sorted tuple of the group's rows' values, counterfeits included, each value
+    Returns ``(prev_uss, signatures)``: ``prev_uss[i]`` indexes ``signatures`` (-1 for a record never published),
+    each signature the sorted tuple of the group's rows' values, counterfeits included, each value
     replaced by the first value with the same CUS, so that groups of one USS share one signature. Raises
-    NotPublishable when such a group has fewer than m values (m raised on a running history) or T*(n-1) published
-    a value the domain no longer has. The groups' signatures are numbered by one unique of their rows (sorted,
-    padded): O(rows of T*(n-1) log + V³ + groups · size log groups), no Python loop over groups.
+    NotPublishable when such a group has fewer than m values (m raised on a running history). The groups'
+    signatures are numbered by one unique of their rows (sorted, padded): O(rows of the groups log + V³ +
+    groups · size log groups), no Python loop over groups.
     """
     m = int(spec.model.params["m"])
-    where = pd.Index(previous.hosting[spec.id]).get_indexer(snapshot[spec.id])
-    old = where >= 0
-    hosted = previous.hosting["group_id"].to_numpy()[where[old]]
-    group_ids, row_group, hosted, codes = m_invariance.published_groups(previous, hosted, spec)
-    needed = np.zeros(len(group_ids), dtype=bool)
+    hosted = last.host[last.host >= 0]
+    needed = np.zeros(len(last.group_ids), dtype=bool)
     needed[hosted] = True
-    keep = needed[row_group]
-    codes = (C[:, None, :] == C[None, :, :]).all(axis=2).argmax(axis=1)[codes]  # a value stands for every value of the same CUS (one USS)
-    order = np.lexsort((codes[keep], row_group[keep]))
-    g, v = row_group[keep][order], codes[keep][order]
+    keep = needed[last.row_group]
+    codes = (C[:, None, :] == C[None, :, :]).all(axis=2).argmax(axis=1)[last.codes]  # a value stands for every value of the same CUS (one USS)
+    order = np.lexsort((codes[keep], last.row_group[keep]))
+    g, v = last.row_group[keep][order], codes[keep][order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     sizes = np.diff(np.r_[starts, len(g)])
     small = np.flatnonzero(sizes < m)
     if len(small):
+        first = g[starts[small[0]]]
         raise NotPublishable(
-            f"group {int(group_ids[g[starts[small[0]]]])} of release {previous.release_id} has "
+            f"group {int(last.group_ids[first])} of release {int(last.release_ids[first])} has "
             f"{int(sizes[small[0]])} row(s), fewer than m={m}; its records keep its size (Def. 14 (1)), so m cannot "
             f"be raised on a running history: keep m at most the previous release's m"
         )
@@ -71,10 +69,10 @@ def previous_signatures(
     distinct, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     rank = np.empty(len(first), dtype=np.int64)  # the signatures numbered in the order of their first group
     rank[np.argsort(first)] = np.arange(len(first))
-    index = np.full(len(group_ids), -1, dtype=np.int64)
+    index = np.full(len(last.group_ids), -1, dtype=np.int64)
     index[g[starts]] = rank[inverse.reshape(-1)]
-    prev_uss = np.full(len(snapshot), -1, dtype=np.int64)
-    prev_uss[old] = index[hosted]
+    prev_uss = np.full(len(last.host), -1, dtype=np.int64)
+    prev_uss[last.host >= 0] = index[hosted]
     return prev_uss, [tuple(row[row >= 0].tolist()) for row in distinct[np.argsort(first)]]
 
 
