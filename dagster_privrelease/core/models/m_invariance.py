@@ -75,7 +75,7 @@ from ..encoding import dense_ranks, dense_unique, encode, sensitive_codes
 from ..judge import verifiers as verify
 from ..judge.history import Bound, History
 from ..release import PreviousRelease, Release, build_release
-from ..spec import BoundSpec
+from ..spec import BoundSpec, rows_text
 from . import mondrian
 from .base import ModelDescriptor, Param, PreviousPart
 
@@ -169,12 +169,12 @@ def previous_signatures(
     now = snapshot[spec.sensitive].to_numpy()[old]
     changed = np.flatnonzero(was != now)
     if len(changed):
-        who = ids[old].to_numpy()[changed[:5]].tolist()
+        rows = np.zeros(len(snapshot), dtype=bool)
+        rows[np.flatnonzero(old)[changed]] = True
         raise NotPublishable(
             f"{len(changed)} tuple(s) of release {previous.release_id} changed their sensitive value "
-            f"{spec.sensitive!r} ({spec.id} {who}, e.g. {was[changed[0]]!r} -> {now[changed[0]]!r}); m-invariance "
-            f"covers insertions and deletions only (Xiao-Tao §2): delete and re-insert under a new id, or use "
-            f"the m_distinct model"
+            f"{spec.sensitive!r} ({rows_text(rows)} of the snapshot); m-invariance covers insertions and deletions "
+            f"only (Xiao-Tao §2): delete and re-insert under a new id, or use the m_distinct model"
         )
     hosted = host["group_id"].to_numpy()[where[old]]  # every hosting group is a group of T*(n-1)
     group_ids, inverse, hosted, codes = published_groups(previous, hosted, spec)
