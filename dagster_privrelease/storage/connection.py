@@ -8,6 +8,10 @@ A ``StoreConnection.session()`` keeps one read-write connection for a block, and
 same file in the same thread uses it inside that block (``current_session``): a release run builds several store
 objects (the CLI's, ``run_release``'s, one per Dagster step) and opens the file once, not once per call.
 
+Every connection of the store is refused, and the file left untouched, when the file is not a release store
+(``check_store``: another database's file, or one DuckDB cannot read); DuckDB's own messages are never passed on
+(``unreadable``), as they may quote stored values.
+
 A read-write connection of the store checkpoints without DuckDB's vacuum (``tune``, ``STORE_SETTINGS``): appended
 rows stay in the row groups they were written in, instead of being merged with the table's last ones and
 re-written with them, so that a checkpoint costs what was appended, not up to a row group more.
