@@ -11,7 +11,6 @@ Expectations one by one (about 1.5 s of CPU after a release, for memory the oper
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import sys
 import threading
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
+import duckdb
 import numpy as np
 import typer
 from rich.console import Console
@@ -27,11 +27,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from .core.judge.history import Report
-from .core.models.recorded import RECORDED
 from .core.spec import Spec, load_spec
-from .errors import PrivReleaseError, SpecError
-from .pipeline import model_spec, read_snapshot, release_changes
-from .storage import ReleaseStore, read_manifest
+from .errors import PrivReleaseError
+from .pipeline import check_model, model_spec, read_snapshot, release_changes
+from .storage import ReleaseStore, read_manifest, unreadable
 
 
 class ConsoleApp(typer.Typer):
@@ -88,12 +87,18 @@ DbPath = Annotated[Path, typer.Option("--db", help="the DuckDB file of the prote
 
 
 @contextmanager
-def refusals() -> Iterator[None]:
-    """Turn the package's errors into ``error: <message>`` on stderr and exit status 1."""
+def refusals(db: Path | None = None) -> Iterator[None]:
+    """Turn the package's errors into ``error: <message>`` on stderr and exit status 1, and so a DuckDB error that
+    reached the command: re-worded from names (``storage.unreadable``, naming ``db``, the release store the
+    command works on), never its own text, which may quote stored values."""
     try:
         yield
     except PrivReleaseError as exc:
         errors.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from exc
+    except duckdb.Error as exc:
+        errors.print(f"[bold red]error:[/] {unreadable(db or 'the release store', 'release store', exc)}",
+                     highlight=False, soft_wrap=True)
         raise typer.Exit(1) from exc
 
 
@@ -112,32 +117,9 @@ def existing_store(db: Path, spec: Spec) -> ReleaseStore:
 
 def judged_store(db: Path, spec: Spec) -> ReleaseStore:
     """The store at ``db`` (``existing_store``) for ``verify`` and ``attack``, which judge a history with the model
-    and parameters its last release was published with: those in ``published.manifest``, with which that release's
-    own judge checked the whole history before publishing it. ``spec`` must repeat them: SpecError naming the
-    model, or each parameter with its value in the spec and in the manifest, when it does not (judging an m = 3
-    history against m = 4 would report a broken guarantee that was never promised). A parameter the manifest
-    does not record (added to the model later) is not compared. Releases recorded as published before the tool
-    (``privrelease record``) were published with no model and are not compared."""
+    and parameters its last release was published with: ``spec`` must repeat them (``pipeline.check_model``)."""
     store = existing_store(db, spec)
-    manifest = store.manifest()
-    manifest = manifest[manifest["model"] != RECORDED]  # recorded as published before the tool: no model's
-    if not len(manifest):
-        return store
-    last = manifest.iloc[-1]
-    where = f"release {last['release_id']} of {db} (published.manifest)"
-    if last["model"] != spec.model.name:
-        raise SpecError(f"model.name: the spec says {spec.model.name!r}, but {where} was published with model "
-                        f"{last['model']!r}; verify and attack judge a history against the model it was published "
-                        f"with: pass the spec it was published with")
-    ours = json.loads(json.dumps(spec.model.params, sort_keys=True, default=str))  # tuples as lists, as stored
-    published = last["params"]
-    differ = [k for k in sorted(published) if ours.get(k, "absent") != published[k]]
-    if differ:
-        pairs = "; ".join(f"model.{k}: {k}={ours.get(k, 'absent')!r} in the spec, {k}={published[k]!r} in the "
-                          "manifest" for k in differ)
-        raise SpecError(f"{pairs}: {where} was published with {published}; verify and attack judge a history "
-                        "with the parameters it was published with: pass the spec it was published with "
-                        f"(set {', '.join(f'{k}: {published[k]!r}' for k in differ)})")
+    check_model(store)
     return store
 
 
@@ -157,7 +139,7 @@ def release(
     from .orchestration import run_release
 
     names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
-    with refusals():
+    with refusals(db):
         frame = read_snapshot(snapshot)
         loaded = load_spec(spec)
         model_spec(loaded, names)  # a refused --attributes leaves no store file behind
@@ -202,7 +184,7 @@ def record(
     from .pipeline import record_published
 
     names = [a.strip() for a in attributes.split(",") if a.strip()]
-    with refusals():
+    with refusals(db):
         frame = read_snapshot(snapshot)
         row = record_published(ReleaseStore(db, load_spec(spec)), frame, names)
     if row["outcome"] == "unchanged":
@@ -222,7 +204,7 @@ def show(
     ] = None,
 ) -> None:
     """The manifest: one row per published release."""
-    with refusals():
+    with refusals(db):
         if spec is not None:
             manifest = existing_store(db, load_spec(spec)).manifest()
         else:
@@ -248,7 +230,7 @@ def verify(spec: SpecPath, db: DbPath) -> None:
     differ from the manifest's is refused (``judged_store``)."""
     from .core.models import verify_history
 
-    with refusals():
+    with refusals(db):
         history = judged_store(db, load_spec(spec)).history()
         reports = verify_history(history)
     _verdict(f"guarantees over releases {_span(history.release_ids)}", reports)
@@ -269,7 +251,7 @@ def attack(
     if name is not None and name not in ATTACKS:
         raise typer.BadParameter(f"unknown attack {name!r}; the attacks are {', '.join(ATTACKS)}",
                                  param_hint="--attack")
-    with refusals():
+    with refusals(db):
         history = judged_store(db, load_spec(spec)).history()
         reports = attack_history(history, [name] if name else None)
     _verdict(f"attacks on releases {_span(history.release_ids)}", reports)
@@ -282,7 +264,7 @@ def discard(
     release_id: Annotated[int, typer.Option("--release", help="the unpublished release to drop (and any later one)")],
 ) -> None:
     """Drop a staged release that was never published, so it can be staged again from new rows."""
-    with refusals():
+    with refusals(db):
         existing_store(db, load_spec(spec)).discard(release_id)
     console.print(f"discarded the staged release {release_id} (and any later one) from {db}")
 

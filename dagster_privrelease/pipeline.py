@@ -21,6 +21,7 @@ Bad input fails in ``stage`` before anything is written, so nothing is ever half
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -65,9 +66,45 @@ def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> pd.DataFram
     """Validate ``df`` and store it as T(release_id); return the stored snapshot (``ReleaseStore.stage_snapshot``:
     a published T(release_id) is kept as it is; an unpublished one is kept when ``df`` has the same rows and is
     replaced, with everything staged with it, when it has other rows). SnapshotError for rows the spec refuses,
-    StoreError for an id out of order."""
+    StoreError for an id out of order, SpecError for a spec whose model or parameters differ from the history's
+    (``check_model``)."""
     store.ensure_schema()
+    check_model(store)
     return store.stage_snapshot(release_id, df)
+
+
+def check_model(store: ReleaseStore) -> None:
+    """Refuse a spec whose model or parameters differ from those the history's last release was published with
+    (``published.manifest``), with which that release's own judge checked the whole history before publishing it:
+    releasing m = 2 after m = 3, or k-anonymity after m-invariance, breaks what the earlier releases promised, and
+    judging an m = 3 history against m = 4 would report a broken guarantee that was never promised. A parameter the
+    manifest does not record (added to the model later) is not compared; releases recorded as published before the
+    tool (``privrelease record``, model "recorded") were published with no model and are not compared.
+
+    Raises:
+        SpecError: naming the model, or each differing parameter with its value in the spec and in the manifest,
+            and the way out: the spec the history was published with, or a new store file.
+    """
+    spec = store.spec
+    manifest = store.manifest()
+    manifest = manifest[manifest["model"] != RECORDED]
+    if not len(manifest):
+        return
+    last = manifest.iloc[-1]
+    where = f"release {last['release_id']} of {store.path} (published.manifest)"
+    rule = ("a history is published and judged under one model and its parameters: use the spec it was published "
+            "with ({}), or start a new history in a new store file (another --db)")
+    if last["model"] != spec.model.name:
+        raise SpecError(f"model.name: the spec says {spec.model.name!r}, but {where} was published with model "
+                        f"{last['model']!r}; " + rule.format(f"set model.name: {last['model']}"))
+    ours = json.loads(json.dumps(spec.model.params, sort_keys=True, default=str))  # tuples as lists, as stored
+    published = last["params"]
+    differ = [k for k in sorted(published) if ours.get(k, "absent") != published[k]]
+    if differ:
+        pairs = "; ".join(f"model.{k}: {k}={ours.get(k, 'absent')!r} in the spec, {k}={published[k]!r} in the "
+                          "manifest" for k in differ)
+        raise SpecError(f"{pairs}: {where} was published with them; "
+                        + rule.format("set " + ", ".join(f"{k}: {published[k]!r}" for k in differ)))
 
 
 def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | None = None) -> int | None:

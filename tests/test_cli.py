@@ -19,6 +19,7 @@ from dagster_privrelease import cli
 from dagster_privrelease.core.models import attack_history
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.core.stream import split_base_pool, stream
+from dagster_privrelease.errors import SpecError, StoreError
 from dagster_privrelease.storage import ReleaseStore
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
@@ -118,7 +119,7 @@ def test_refusals_exit_non_zero_with_the_reason(files):
     bad.to_csv(files / "bad.csv", index=False)
     result = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "bad.csv")
     assert result.exit_code == 1
-    assert "error:" in result.stderr and "duplicate id(s) [1]" in result.stderr
+    assert "error:" in result.stderr and "2 rows share 1 id(s) (rows 1, 3)" in result.stderr
     (files / "broken.parquet").write_text("not parquet")
     result = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "broken.parquet")
     assert result.exit_code == 1 and "cannot read the snapshot as PARQUET" in result.stderr
@@ -188,7 +189,7 @@ def test_refusals_print_one_message_and_no_stack_trace(files, capfd, monkeypatch
         return [*judge(store, release_id), failed]
 
     cases = [
-        (files / "clinic.yaml", "bad.csv", "duplicate id(s) [1]", judge),
+        (files / "clinic.yaml", "bad.csv", "2 rows share 1 id(s) (rows 1, 3)", judge),
         (files / "strict.yaml", "first.csv", "l=3 is larger", judge),
         (files / "clinic.yaml", "first.csv", "blocking check(s) failed: guarantee: l_diversity: 1 violation(s)",
          broken),
@@ -298,3 +299,195 @@ def test_census_kdd_stream_of_twenty_releases_through_the_cli(census_kdd, tmp_pa
     assert history.release_ids == list(range(1, 21))
     (fresh,) = attack_history(dataclasses.replace(history, candidate_sets={}, memo={}), ["intersection"])
     assert fresh.ok and fresh.summary["attacked"] > 20_000 and fresh.summary["min_candidates"] >= 4
+
+
+# -- the store protects itself; every failure a user can cause is one error line (issue #22) ---------------------
+
+#: The ids of ``people``: text, zero-padded, as an operator writes them.
+PIDS = re.compile(r"pid-\d{6}")
+MINV = {**SPEC, "non_identifiers": [], "model": {"name": "m_invariance", "m": 3}}
+
+
+def people(ids) -> pd.DataFrame:
+    """One row per id, ids ``pid-000123``, four diseases in turn (m = 3 finds its groups)."""
+    ids = np.asarray(ids)
+    return pd.DataFrame({"pid": [f"pid-{i:06d}" for i in ids], "age": 20 + (ids * 37) % 60,
+                         "sex": np.where(ids % 2 == 0, "F", "M"),
+                         "disease": np.array(["flu", "hiv", "acne", "asthma"])[ids % 4]})
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    """A folder with the m-invariance spec (m = 3), snapshots of text ids and ``two.duckdb``, a store holding
+    two releases published by ``privrelease release``; a test works on a copy (``store_copy``)."""
+    home = tmp_path_factory.mktemp("history")
+    (home / "clinic.yaml").write_text(yaml.safe_dump(MINV))
+    for name, ids in (("first", range(40)), ("second", range(4, 44)), ("third", range(8, 48))):
+        people(ids).to_csv(home / f"{name}.csv", index=False)
+    people(range(10, 11)).to_csv(home / "alone.csv", index=False)  # a person of release 2, alone
+    for name in ("first", "second"):
+        result = run("release", "--spec", home / "clinic.yaml", "--db", home / "two.duckdb", "--snapshot",
+                     home / f"{name}.csv")
+        assert result.exit_code == 0, result.output + result.stderr
+    return home
+
+
+def store_copy(history: Path, tmp_path: Path) -> Path:
+    db = tmp_path / "store.duckdb"
+    db.write_bytes((history / "two.duckdb").read_bytes())
+    return db
+
+
+def one_error_line(result) -> str:
+    """The one line a refused command prints: ``error: ...`` on stderr, exit status 1, no traceback, no id."""
+    text = result.output + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 1, text
+    assert len(lines) == 1 and lines[0].startswith("error: "), text
+    assert "Traceback" not in text and not PIDS.search(text), text
+    return lines[0]
+
+
+def untouched(path: Path) -> tuple:
+    """What must not change in a refused file: its bytes, its modification time, and no DuckDB log beside it."""
+    return path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in path.parent.iterdir())
+
+
+def commands(history: Path, db: Path) -> list[list]:
+    """Every command that opens a store, on ``db``."""
+    spec = history / "clinic.yaml"
+    return [["release", "--spec", spec, "--db", db, "--snapshot", history / "third.csv"],
+            ["show", "--db", db], ["show", "--db", db, "--spec", spec], ["verify", "--spec", spec, "--db", db],
+            ["attack", "--spec", spec, "--db", db], ["discard", "--spec", spec, "--db", db, "--release", "3"]]
+
+
+def test_a_database_that_is_not_a_release_store_is_refused_untouched(history, tmp_path):
+    db = tmp_path / "hospital.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE patients AS SELECT 'pid-000001' AS pid, 42 AS age")
+    before = untouched(db)
+    for command in commands(history, db):
+        line = one_error_line(run(*command))
+        assert f"{db}: not a release store" in line, line
+        assert untouched(db) == before, command
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall() == [("main", "patients")]
+
+
+def test_an_empty_file_is_a_new_store(history, tmp_path):
+    db = tmp_path / "new.duckdb"
+    db.touch()
+    result = run("release", "--spec", history / "clinic.yaml", "--db", db, "--snapshot", history / "first.csv")
+    assert result.exit_code == 0 and "release 1 published" in result.output, result.output + result.stderr
+
+
+@pytest.mark.parametrize("kept", [4096, 0.5])
+def test_a_truncated_store_is_one_error_line_and_left_as_it_is(history, tmp_path, kept):
+    db = store_copy(history, tmp_path)
+    data = db.read_bytes()
+    db.write_bytes(data[:kept if isinstance(kept, int) else int(len(data) * kept)])
+    before = untouched(db)
+    *reading, discard = commands(history, db)
+    for command in reading:
+        line = one_error_line(run(*command))
+        assert line.startswith(f"error: {db}: ") and "truncated or corrupt" in line, line
+        assert untouched(db) == before, command
+    run(*discard)  # nothing is staged after release 2: refused, or a no-op when the blocks it reads are intact
+    assert untouched(db) == before
+
+
+def test_a_directory_as_the_store_is_one_error_line(history, tmp_path):
+    folder = tmp_path / "releases"
+    folder.mkdir()
+    for command in commands(history, folder):
+        assert f"{folder}: a directory, not a release store" in one_error_line(run(*command))
+    assert not any(folder.iterdir())
+
+
+def test_discard_refuses_a_published_release_and_everything_before(history, tmp_path):
+    db = store_copy(history, tmp_path)
+    spec = history / "clinic.yaml"
+    for release_id in ("0", "1", "2"):
+        line = one_error_line(run("discard", "--spec", spec, "--db", db, "--release", release_id))
+        assert f"release {release_id}: release 2 is the last published one" in line, line
+    store = ReleaseStore(db, load_spec(spec))
+    with pytest.raises(StoreError, match="release 2 is the last published one"):
+        store.discard(0)  # the store's own rule: the library and Dagster get it too
+    assert store.release_ids() == [1, 2] and store.snapshot(1) is not None and store.snapshot(2) is not None
+    result = run("release", "--spec", spec, "--db", db, "--snapshot", history / "third.csv")
+    assert result.exit_code == 0 and "release 3 published" in result.output, result.output + result.stderr
+    assert run("discard", "--spec", spec, "--db", db, "--release", "4").exit_code == 0  # nothing staged after 3
+
+
+@pytest.mark.parametrize(("model", "reason"), [
+    ({"name": "m_invariance", "m": 2}, "model.m: m=2 in the spec, m=3 in the manifest"),
+    ({"name": "k_anonymity", "k": 2}, "model.name: the spec says 'k_anonymity', but release 2 of"),
+])
+def test_release_refuses_another_model_or_parameters_than_the_history(history, tmp_path, model, reason):
+    from dagster_privrelease import pipeline
+
+    db = store_copy(history, tmp_path)
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({**MINV, "model": model}))
+    line = one_error_line(run("release", "--spec", other, "--db", db, "--snapshot", history / "third.csv"))
+    assert reason in line and "a new store file" in line, line
+    with pytest.raises(SpecError, match=reason.replace("(", r"\(")):
+        pipeline.release_next(ReleaseStore(db, load_spec(other)), people(range(8, 48)))
+    assert ReleaseStore(db, load_spec(history / "clinic.yaml")).release_ids() == [1, 2]
+    result = run("release", "--spec", history / "clinic.yaml", "--db", db, "--snapshot", history / "third.csv")
+    assert result.exit_code == 0 and "release 3 published" in result.output, result.output + result.stderr
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"name": "clinic-2024"}, "name: 'clinic-2024' is not a valid table name"),
+    ({"quasi_identifiers": {"age": {"type": "numeric"}, "group_id": {"type": "categorical"}}},
+     "quasi_identifiers.group_id: column 'group_id' has a name the release store reserves"),
+])
+def test_a_spec_dagster_or_the_store_cannot_use_is_refused_before_any_file_is_made(history, tmp_path, change, key):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump({**MINV, **change}))
+    db = tmp_path / "new.duckdb"
+    line = one_error_line(run("release", "--spec", spec, "--db", db, "--snapshot", history / "first.csv"))
+    assert key in line, line
+    assert not db.exists()
+
+
+def test_refused_snapshots_print_one_line_without_ids(history, tmp_path):
+    """Duplicate ids and a person of release 2 alone (DuckDB refused the judge's archive, its message quoting
+    every id it had seen) are each one line naming counts and rows, never an id."""
+    db = store_copy(history, tmp_path)
+    twice = people(range(8, 48))
+    twice.loc[5, "pid"] = twice.loc[2, "pid"]
+    twice.to_csv(tmp_path / "twice.csv", index=False)
+    spec = history / "clinic.yaml"
+    line = one_error_line(run("release", "--spec", spec, "--db", db, "--snapshot", tmp_path / "twice.csv"))
+    assert "column 'pid': 2 rows share 1 id(s) (rows 3, 6)" in line, line
+    alone = run("release", "--spec", spec, "--db", db, "--snapshot", history / "alone.csv")
+    if alone.exit_code:  # refused (published, when the model finds counterfeits for the person's group)
+        one_error_line(alone)
+    assert not PIDS.search(alone.output + alone.stderr), alone.output
+    result = run("release", "--spec", spec, "--db", db, "--snapshot", history / "third.csv")
+    assert result.exit_code == 0 and "published" in result.output, result.output + result.stderr
+
+
+def test_a_duckdb_error_inside_the_release_job_is_one_line_without_its_text(history, tmp_path, monkeypatch):
+    """DuckDB's messages quote the values they refuse: one raised inside a step of the release job reaches the
+    user as one line naming the store, and neither the line nor the run's event log holds its text."""
+    from dagster_privrelease import pipeline
+    from dagster_privrelease.orchestration import run_release
+
+    def refused(store, release_id, attributes=None):
+        raise duckdb.ConversionException("Conversion Error: Could not convert string 'pid-000012' to INT32")
+
+    monkeypatch.setattr(pipeline, "make_candidate", refused)
+    db = store_copy(history, tmp_path)
+    line = one_error_line(run("release", "--spec", history / "clinic.yaml", "--db", db, "--snapshot",
+                              history / "third.csv"))
+    assert line.startswith(f"error: {db}: DuckDB failed to read or write the release store (ConversionException)")
+    with dg.instance_for_test() as instance:
+        with pytest.raises(StoreError, match="ConversionException") as error:
+            run_release(history / "clinic.yaml", db, people(range(8, 48)), instance=instance)
+        assert not PIDS.search(str(error.value))
+        (record,) = instance.get_run_records()
+        logs = "\n".join(dg.serialize_value(r) for r in instance.all_logs(record.dagster_run.run_id))
+    assert "ConversionException" in logs and not PIDS.search(logs)

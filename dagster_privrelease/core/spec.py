@@ -10,6 +10,7 @@ normalised (numeric QIs as float, categoricals as str), raising ``SnapshotError`
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,6 +161,7 @@ def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     duplicated = sorted({c for c in columns if columns.count(c) > 1})
     if duplicated:
         raise SpecError(f"spec: column(s) {duplicated} have more than one role (id, sensitive, QI, non-identifier)")
+    check_names(name, ident, sensitive, list(qis), non_ids)
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise SpecError(f"seed: expected an integer, got {seed!r}")
@@ -174,6 +176,46 @@ def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     if check is not None:
         check(spec)
     return spec
+
+
+#: What a spec's ``name`` may be: it names the table's Dagster asset group, job, partitions, sensors and
+#: resources, whose names are letters, digits and underscores.
+NAME = re.compile(r"[A-Za-z0-9_]+")
+#: Column names the release store's tables add beside the spec's columns (``storage.schema``, ``storage.write``):
+#: ``release_id`` in every table, ``group_id`` in the hosting and release tables, ``archived_at`` and ``seq`` in
+#: the judge's archives, and ``<quasi-identifier>__lo``/``__hi`` (``RESERVED_SUFFIXES``) in the release tables.
+RESERVED_COLUMNS = ("release_id", "group_id", "archived_at", "seq")
+RESERVED_SUFFIXES = ("__lo", "__hi")
+
+
+def check_names(name: str, ident: str, sensitive: str, qis: list[str], non_ids: list[str]) -> None:
+    """Refuse a spec ``name`` that Dagster cannot name things with, and a column name the store cannot keep.
+
+    Rules: ``name`` matches ``NAME``; no column is named as a column the store adds (``RESERVED_COLUMNS``, or a
+    name ending in one of ``RESERVED_SUFFIXES``) and no two columns differ only in case: DuckDB, where the store
+    keeps them, compares column names without case.
+
+    Raises:
+        SpecError: naming the key (``name``, ``id``, ``sensitive``, ``quasi_identifiers.<column>``,
+            ``non_identifiers``) and the rule.
+    """
+    if not NAME.fullmatch(name):
+        derived = re.sub(r"[^A-Za-z0-9_]", "_", name)
+        raise SpecError(f"name: {name!r} is not a valid table name: it names the Dagster asset group, job and "
+                        f"sensors, whose names are letters, digits and underscores (e.g. {derived!r})")
+    keyed = [("id", ident), ("sensitive", sensitive), *((f"quasi_identifiers.{q}", q) for q in qis),
+             *(("non_identifiers", c) for c in non_ids)]
+    for key, column in keyed:
+        folded = column.lower()
+        if folded in RESERVED_COLUMNS or folded.endswith(RESERVED_SUFFIXES):
+            raise SpecError(f"{key}: column {column!r} has a name the release store reserves for its own columns "
+                            f"({', '.join(RESERVED_COLUMNS)}, and names ending in {' or '.join(RESERVED_SUFFIXES)}, "
+                            "compared without case); rename the column in the source and the spec")
+    folded = [column.lower() for _, column in keyed]
+    clashes = sorted({column for _, column in keyed if folded.count(column.lower()) > 1})
+    if clashes:
+        raise SpecError(f"spec: columns {clashes} differ only in case; DuckDB, where the store keeps them, compares "
+                        "column names without case: rename one of them")
 
 
 def _string(value: Any, key: str) -> str:
@@ -249,7 +291,7 @@ def _model(raw: Any) -> Model:
 def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Check ``snapshot`` against ``spec`` and return it normalised, with exactly ``spec.columns``.
 
-    Refuses (SnapshotError naming column and row id): an empty table, a missing column, a duplicate id, a null
+    Refuses (SnapshotError naming the column and the row numbers, ``rows_text``): an empty table, a missing column, a duplicate id, a null
     in the id, a QI or the sensitive column (NaN is a null), a non-numeric value (the text "nan" included) or
     ±inf in a numeric QI, a value outside a written taxonomy or a written sensitive domain. Vectorised: one
     pass per column. Whether a column's type changed since the first release is the store's check
@@ -261,15 +303,15 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
         raise SnapshotError(f"snapshot is missing column(s) {missing} named in spec {spec.name!r}")
     df = snapshot[spec.columns].reset_index(drop=True)
     ids = df[spec.id]
-    _no_nulls(df, spec.id, ids)
-    dup = ids[ids.duplicated()]
-    if len(dup):
-        shown = [_plain(v) for v in dup.head(5)]
-        raise SnapshotError(f"column {spec.id!r}: duplicate id(s) {shown}; each individual appears once")
+    _no_nulls(df, spec.id)
+    dup = ids.duplicated(keep=False).to_numpy()
+    if dup.any():
+        raise SnapshotError(f"column {spec.id!r}: {int(dup.sum())} rows share {ids[dup].nunique()} id(s) "
+                            f"({rows_text(dup)}); each individual appears once")
     out = {spec.id: ids}
     for name, qi in spec.quasi_identifiers.items():
         col = df[name]
-        _no_nulls(df, name, ids)
+        _no_nulls(df, name)
         if qi.numeric:
             num = pd.to_numeric(col, errors="coerce")
             bad = num.isna()
@@ -292,15 +334,15 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
         else:
             text = col.astype(str)
             if qi.written and qi.taxonomy is not None:  # written: always has its taxonomy
-                _in_domain(text, qi.taxonomy.leaves, name, ids, "its taxonomy")
+                _in_domain(text, qi.taxonomy.leaves, name, "its taxonomy")
             out[name] = text
     for name in spec.non_identifiers:
         out[name] = df[name]
     sens = df[spec.sensitive]
-    _no_nulls(df, spec.sensitive, ids)
+    _no_nulls(df, spec.sensitive)
     sens = sens.astype(str)
     if spec.sensitive_written:
-        _in_domain(sens, spec.sensitive_values, spec.sensitive, ids, "the sensitive domain")
+        _in_domain(sens, spec.sensitive_values, spec.sensitive, "the sensitive domain")
     out[spec.sensitive] = sens
     return pd.DataFrame(out)
 
@@ -330,19 +372,25 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _no_nulls(df: pd.DataFrame, column: str, ids: pd.Series) -> None:
-    nulls = df[column].isna()
+def rows_text(mask: np.ndarray) -> str:
+    """Where the boolean ``mask`` over a snapshot's rows is set, for a message: ``row 3`` or ``rows 3, 8, 9 and
+    4 more``, numbered from 1 in the snapshot's order (a CSV's data lines, the header not counted): a message
+    points at rows by number, never by id or value."""
+    rows = (np.flatnonzero(mask) + 1).tolist()
+    shown = ", ".join(map(str, rows[:3])) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+    return f"row{'s' if len(rows) > 1 else ''} {shown}"
+
+
+def _no_nulls(df: pd.DataFrame, column: str) -> None:
+    nulls = df[column].isna().to_numpy()
     if nulls.any():
-        row = nulls.to_numpy().nonzero()[0][0]
-        where = f"row {row}" if column == ids.name else f"row with {ids.name}={_plain(ids.iloc[row])!r}"
-        raise SnapshotError(f"column {column!r}: null value in {where}; {column} must be set in every row")
+        raise SnapshotError(f"column {column!r}: null value in {rows_text(nulls)}; {column} must be set in every row")
 
 
-def _in_domain(values: pd.Series, domain, column: str, ids: pd.Series, what: str) -> None:
-    bad = ~values.isin(pd.Index(domain))
+def _in_domain(values: pd.Series, domain, column: str, what: str) -> None:
+    bad = ~values.isin(pd.Index(domain)).to_numpy()
     if bad.any():
-        row = bad.to_numpy().nonzero()[0][0]
         raise SnapshotError(
-            f"column {column!r}: value {_plain(values.iloc[row])!r} in row with {ids.name}={_plain(ids.iloc[row])!r} "
-            f"is not in {what} ({len(domain)} values, e.g. {list(domain[:5])})"
+            f"column {column!r}: {int(bad.sum())} value(s) not in {what} ({len(domain)} values, e.g. "
+            f"{list(domain[:5])}) in {rows_text(bad)}"
         )

@@ -177,8 +177,9 @@ def _run(
 
 
 def raise_unless_published(result: dg.ExecuteInProcessResult, table: str, key: str) -> None:
-    """Raise NotPublishable naming the failed blocking checks, or the refusal (``Failure``) of a step, when the
-    release run ``result`` of partition ``key`` did not publish; return quietly when it did."""
+    """Raise NotPublishable naming the failed blocking checks, the refusal (``Failure``) of a step, or the class of
+    any other error of a step, when the release run ``result`` of partition ``key`` did not publish; return
+    quietly when it did."""
     failed = failed_checks(table, key, result.get_asset_check_evaluations())
     if failed:
         raise NotPublishable(failed)
@@ -187,8 +188,9 @@ def raise_unless_published(result: dg.ExecuteInProcessResult, table: str, key: s
             data = event.step_failure_data
             if data.user_failure_data:
                 why = data.user_failure_data.description
-            else:
-                why = data.error.message.strip() if data.error else "no error recorded"
+            else:  # the error's class, not its text, which may quote stored values
+                why = f"{data.error.cls_name} (the run's event log has the details)" if data.error else \
+                    "no error recorded"
             raise NotPublishable(f"{table} release {key} was not published; step {event.step_key} failed: {why}")
     if not result.success:
         raise NotPublishable(f"{table} release {key} was not published; run {result.run_id} failed")

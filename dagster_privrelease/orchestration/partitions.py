@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
+import duckdb
 
 from ..errors import PrivReleaseError, StoreError
+from ..storage import unreadable
 
 if TYPE_CHECKING:
     from dagster import AssetCheckExecutionContext, AssetExecutionContext
@@ -92,16 +94,22 @@ class Partition:
 def refusals(context: AssetExecutionContext | AssetCheckExecutionContext, table: ReleaseTable) -> Iterator[None]:
     """Turn the package's own errors raised inside (an expected refusal: a bad snapshot, a model that cannot
     publish, an out-of-order release, a locked store) into a ``Failure`` whose description is the reason,
-    ``<table> release <key>: <message>``, without retries (the same input is refused again). The run failure
-    event then names the reason; the error stays the Failure's ``__cause__``, where ``run_release`` finds it."""
+    ``<table> release <key>: <message>``, without retries (the same input is refused again); a DuckDB error
+    likewise, as a StoreError re-worded from names (``storage.unreadable``). The run failure event then names the
+    reason; the error stays the Failure's ``__cause__``, where ``run_release`` finds it, without its own causes:
+    Dagster's event log keeps a failure's chain of causes, and an error of DuckDB's may quote stored values."""
     try:
         yield
-    except PrivReleaseError as exc:
+    except (PrivReleaseError, duckdb.Error) as exc:
+        if isinstance(exc, PrivReleaseError):
+            reason = type(exc)(str(exc))
+        else:
+            reason = StoreError(unreadable(getattr(context.resources, table.store).database, "release store", exc))
         raise dg.Failure(
-            description=f"{table.name} release {context.partition_key}: {exc}",
-            metadata={"refusal": type(exc).__name__},
+            description=f"{table.name} release {context.partition_key}: {reason}",
+            metadata={"refusal": type(reason).__name__},
             allow_retries=False,
-        ) from exc
+        ) from reason
 
 
 @contextmanager

@@ -22,12 +22,13 @@ and ``read`` (previous release, history, manifest). ``ReleaseStore`` is the read
 
 from __future__ import annotations
 
-from .connection import open_duckdb, quote
+from .connection import open_duckdb, quote, unreadable
 from .read import StoreReader, read_manifest
 from .schema import sql_type
 from .write import StoreWriter, frame_digest, release_digest
 
-__all__ = ["ReleaseStore", "frame_digest", "open_duckdb", "quote", "read_manifest", "release_digest", "sql_type"]
+__all__ = ["ReleaseStore", "frame_digest", "open_duckdb", "quote", "read_manifest", "release_digest", "sql_type",
+           "unreadable"]
 
 
 class ReleaseStore(StoreReader, StoreWriter):

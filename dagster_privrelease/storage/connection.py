@@ -8,6 +8,10 @@ A ``StoreConnection.session()`` keeps one read-write connection for a block, and
 same file in the same thread uses it inside that block (``current_session``): a release run builds several store
 objects (the CLI's, ``run_release``'s, one per Dagster step) and opens the file once, not once per call.
 
+Every connection of the store is refused, and the file left untouched, when the file is not a release store
+(``check_store``: another database's file, or one DuckDB cannot read); DuckDB's own messages are never passed on
+(``unreadable``), as they may quote stored values.
+
 A read-write connection of the store checkpoints without DuckDB's vacuum (``tune``, ``STORE_SETTINGS``): appended
 rows stay in the row groups they were written in, instead of being merged with the table's last ones and
 re-written with them, so that a checkpoint costs what was appended, not up to a row group more.
@@ -48,29 +52,39 @@ def open_duckdb(
     """Open the DuckDB file ``path``, retrying a file locked by another process ``retries`` times with
     exponential backoff (``backoff``, then twice that, ...: 6.2 s in all with the defaults).
 
-    Raises StoreError, its message starting with the path and naming ``what`` the file is (e.g. "source
-    database"): for a read-only open of a file that does not exist; for a file still locked after the last retry
-    (naming the process that holds it: DuckDB reports its executable and PID); for any other failure to open.
-    A read-write open creates the file and its directory. A read-only request for a file this process already
-    holds read-write gets a read-write connection to that same instance (DuckDB refuses to mix the two).
+    A read-write open creates the file and its directory; a file of zero bytes holds nothing and is opened as a
+    new database. A read-only request for a file this process already holds read-write gets a read-write
+    connection to that same instance (DuckDB refuses to mix the two).
+
+    Raises:
+        StoreError: its message starting with the path and naming ``what`` the file is (e.g. "source database"),
+            built from names, never from DuckDB's text: for a read-only open of a file that does not exist, a
+            directory, a file DuckDB cannot read as a database (truncated, corrupt, another format), a file still
+            locked after the last retry (naming the process that holds it: DuckDB reports its executable and
+            PID).
     """
     path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path}: a directory, not a {what}; name a DuckDB file")
     if read_only and not path.exists():
         raise StoreError(f"{path}: no {what} there (no such file)")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size == 0:  # DuckDB refuses an empty file; it holds nothing
+            path.unlink()
     for attempt in range(retries + 1):
         try:
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.ConnectionException as exc:
             if not read_only:
-                raise StoreError(f"{path}: cannot open the {what} ({exc})") from exc
+                raise StoreError(f"{path}: cannot open the {what}: this process holds it open in another mode "
+                                 f"({type(exc).__name__}); close that connection first") from exc
             # this process already has the file open read-write: share that instance (we only read)
             return duckdb.connect(str(path))
         except duckdb.IOException as exc:
             message = str(exc)
             if "lock" not in message.lower():
-                raise StoreError(f"{path}: cannot open the {what} ({message})") from exc
+                raise StoreError(unreadable(path, what, exc)) from exc
             if attempt == retries:
                 match = _LOCK_HOLDER.search(message)
                 holder = match.group(1) if match else "another process"
@@ -79,7 +93,65 @@ def open_duckdb(
                     f"time. Gave up after {retries + 1} attempts: wait for that process to finish, or stop it"
                 ) from exc
             time.sleep(backoff * 2**attempt)
+        except duckdb.Error as exc:
+            raise StoreError(unreadable(path, what, exc)) from exc
     raise AssertionError("unreachable")
+
+
+def unreadable(path: str | Path, what: str, exc: duckdb.Error) -> str:
+    """The message for a DuckDB file on which DuckDB failed (``exc``), built from names only: DuckDB's own text
+    may quote stored values."""
+    return (f"{path}: DuckDB failed to read or write the {what} ({type(exc).__name__}); the failed operation wrote "
+            "nothing. A truncated or corrupt file, or one that is not a DuckDB database, cannot be used: restore "
+            "it from a backup, or name another file")
+
+
+#: The tables by which a DuckDB file is known as a release store: every store has both from its creation on.
+STORE_TABLES = frozenset({("private", "columns"), ("published", "manifest")})
+
+
+def check_store(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
+    """Refuse a DuckDB file that is not a release store, before anything is written to it.
+
+    The rule: a file is a release store when it holds the store's own tables (``STORE_TABLES``), or when every
+    table and view it holds is in the store's schemas ``private`` and ``published`` (none at all: a new file,
+    which becomes a store; some: a store whose creation was cut short). Any other file, e.g. a database
+    holding ``main.patients``, belongs to someone else: the store never adds its schemas to it.
+
+    Args:
+        con: a connection to the file, opened by ``open_duckdb``.
+        path: the file, for the message.
+
+    Raises:
+        StoreError: naming the file, how many tables it holds and a few of their names, and the rule.
+    """
+    sql = ("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database() "
+           "UNION ALL SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = current_database() "
+           "AND NOT internal")
+    try:
+        tables = {(str(s), str(t)) for s, t in con.execute(sql).fetchall()}
+    except duckdb.Error as exc:
+        raise StoreError(unreadable(path, "release store", exc)) from exc
+    if STORE_TABLES <= tables or all(schema in ("private", "published") for schema, _ in tables):
+        return
+    foreign = sorted(f"{s}.{t}" for s, t in tables if s not in ("private", "published"))
+    raise StoreError(
+        f"{path}: not a release store: it holds {len(tables)} table(s) and view(s) (e.g. {', '.join(foreign[:3])}) "
+        f"but not the store's {' and '.join(sorted(f'{s}.{t}' for s, t in STORE_TABLES))}; a release store is a "
+        "DuckDB file of its own, and this one was left untouched: name a new file"
+    )
+
+
+def open_store(path: Path, read_only: bool, retries: int, backoff: float) -> duckdb.DuckDBPyConnection:
+    """``open_duckdb`` of a release store, refused (StoreError, ``check_store``) and closed untouched when the file
+    is not one."""
+    con = open_duckdb(path, read_only, retries, backoff)
+    try:
+        check_store(con, path)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 @contextmanager
@@ -147,7 +219,7 @@ class StoreConnection:
         if session is not None:
             yield session.con
             return
-        con = open_duckdb(self.path, read_only, self.retries, self.backoff)
+        con = open_store(self.path, read_only, self.retries, self.backoff)
         restore = None
         try:
             restore = None if read_only else tune(con, STORE_SETTINGS)
@@ -170,7 +242,7 @@ class StoreConnection:
         if self.current_session() is not None:
             yield self
             return
-        con = open_duckdb(self.path, False, self.retries, self.backoff)
+        con = open_store(self.path, False, self.retries, self.backoff)
         sessions = _sessions()
         sessions[self._key] = Session(self._key, con)
         restore = tune(con, STORE_SETTINGS)

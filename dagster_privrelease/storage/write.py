@@ -203,11 +203,18 @@ class StoreWriter(StoreSchema):
 
     def discard(self, release_id: int) -> None:
         """Drop the staged, unpublished snapshot, kept frames and candidate of ``release_id`` and of every later
-        release (``stage_snapshot`` does this itself when new rows replace an unpublished snapshot). Refuses a
-        published release."""
+        release (``stage_snapshot`` does this itself when new rows replace an unpublished snapshot).
+
+        Raises:
+            StoreError: for ``release_id`` at or below the last published release (or below 1), naming that
+                release: a published release is never discarded, nor is anything before it.
+        """
         with self._transaction() as con:
-            if release_id in published_ids(con):
-                raise StoreError(f"release {release_id} is published; a published release is never discarded")
+            last = max(published_ids(con), default=0)
+            if release_id <= last:
+                where = f"release {last} is the last published one" if last else "release ids start at 1"
+                raise StoreError(f"{self.path}: release {release_id}: {where}; a published release is never discarded, "
+                                 f"only a staged one after the last published (release {last + 1} or later)")
             _drop_staged(con, release_id)
 
     def stage_state(self, release_id: int, frames: Mapping[str, pd.DataFrame]) -> None:
@@ -413,8 +420,7 @@ def _archive(con: duckdb.DuckDBPyConnection, name: str, release_id: int, frame: 
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME} AS f "
                     f"WHERE NOT EXISTS (SELECT 1 FROM {table} AS k WHERE {same})")
     except duckdb.Error as exc:
-        raise StoreError(f"{table}: cannot archive the judge's {len(rows)} rows of release {release_id} "
-                         f"({type(exc).__name__})") from exc
+        raise StoreError(refused_rows(table, "archive the judge's", rows, exc)) from exc
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister(_FRAME)
@@ -471,10 +477,18 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> 
     try:
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME}")
     except duckdb.Error as exc:
-        raise StoreError(f"{table}: cannot store the rows ({exc})") from exc
+        raise StoreError(refused_rows(table, "store the", frame, exc)) from exc
     finally:
         with contextlib.suppress(duckdb.Error):  # after a failed statement the transaction refuses it; rollback drops it
             con.unregister(_FRAME)
+
+
+def refused_rows(table: str, what: str, frame: pd.DataFrame, exc: duckdb.Error) -> str:
+    """The message for rows of ``frame`` that DuckDB refused to write to ``table`` (``exc``): the table, the count
+    and the columns with their pandas types, never DuckDB's text, which quotes the values it refused (ids)."""
+    columns = ", ".join(f"{c} ({frame[c].dtype})" for c in frame.columns)
+    return (f"{table}: cannot {what} {len(frame)} row(s): DuckDB refused them ({type(exc).__name__}); their "
+            f"columns: {columns}")
 
 
 def _write_states(

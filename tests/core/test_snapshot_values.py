@@ -27,7 +27,7 @@ def rows(age: list) -> pd.DataFrame:
     ([30.0, np.inf, 40.0], r"column 'age': non-finite value inf in row with pid=12; .*finite"),
     ([30.0, 35.0, -np.inf], r"column 'age': non-finite value -inf in row with pid=13"),
     (["30", "inf", "40"], r"column 'age': non-finite value inf in row with pid=12"),  # text, as a Parquet may hold
-    ([30.0, np.nan, 40.0], r"column 'age': null value in row with pid=12"),
+    ([30.0, np.nan, 40.0], r"column 'age': null value in row 2;"),
     (["30", "nan", "40"], r"column 'age': non-numeric value 'nan' in row with pid=12"),
 ])
 def test_non_finite_numbers_are_refused_with_the_column_and_the_row(age, message):

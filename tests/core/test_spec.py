@@ -276,18 +276,18 @@ def _broken(column: str, row: int, value) -> pd.DataFrame:
         (snapshot().iloc[:0], "snapshot is empty"),
         (snapshot().drop(columns=["education", "visits"]),
          r"snapshot is missing column\(s\) \['education', 'visits'\] named in spec 'clinic'"),
-        (_broken("pid", 2, None), "column 'pid': null value in row 2"),
-        (snapshot().assign(pid=[1, 2, 3, 2, 3, 4]), r"column 'pid': duplicate id\(s\) \[2, 3\]"),
-        (_broken("age", 3, np.nan), "column 'age': null value in row with pid=103; age must be set in every row"),
-        (_broken("education", 1, None), "column 'education': null value in row with pid=101"),
-        (_broken("city", 5, None), "column 'city': null value in row with pid=105"),
-        (_broken("disease", 4, None), "column 'disease': null value in row with pid=104"),
+        (_broken("pid", 2, None), "column 'pid': null value in row 3;"),
+        (snapshot().assign(pid=[1, 2, 3, 2, 3, 4]), r"column 'pid': 4 rows share 2 id\(s\) \(rows 2, 3, 4 and 1 more\)"),
+        (_broken("age", 3, np.nan), "column 'age': null value in row 4; age must be set in every row"),
+        (_broken("education", 1, None), "column 'education': null value in row 2;"),
+        (_broken("city", 5, None), "column 'city': null value in row 6;"),
+        (_broken("disease", 4, None), "column 'disease': null value in row 5;"),
         (_broken("age", 2, "thirty"),
          "column 'age': non-numeric value 'thirty' in row with pid=102; age is a numeric quasi-identifier"),
         (_broken("education", 4, "kindergarten"),
-         r"column 'education': value 'kindergarten' in row with pid=104 is not in its taxonomy \(5 values"),
+         r"column 'education': 1 value\(s\) not in its taxonomy \(5 values, .*\) in row 5$"),
         (_broken("disease", 0, "cold"),
-         r"column 'disease': value 'cold' in row with pid=100 is not in the sensitive domain \(4 values"),
+         r"column 'disease': 1 value\(s\) not in the sensitive domain \(4 values, .*\) in row 1$"),
     ],
 )
 def test_bad_snapshot_is_refused_naming_column_and_row(table, message):
@@ -314,3 +314,20 @@ def test_a_written_domain_does_not_grow():
     bound = spec.bind(validate_snapshot(snapshot(), spec))
     assert bound.sensitive_values == spec.sensitive_values
     assert bound.quasi_identifiers["education"].taxonomy is spec.quasi_identifiers["education"].taxonomy
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"name": "clinic-2024"}, r"^name: 'clinic-2024' is not a valid table name: .*letters, digits and underscores "
+                              r"\(e\.g\. 'clinic_2024'\)$"),
+    ({"name": "clinic 2024"}, r"^name: 'clinic 2024' is not a valid table name"),
+    ({"id": "release_id"}, r"^id: column 'release_id' has a name the release store reserves"),
+    ({"sensitive": "Group_ID"}, r"^sensitive: column 'Group_ID' has a name the release store reserves"),
+    ({"quasi_identifiers": {"age__lo": {"type": "numeric"}}},
+     r"^quasi_identifiers\.age__lo: column 'age__lo' has a name the release store reserves"),
+    ({"non_identifiers": ["visits", "city__HI"]}, r"^non_identifiers: column 'city__HI' has a name"),
+    ({"non_identifiers": ["seq"]}, r"^non_identifiers: column 'seq' has a name the release store reserves"),
+    ({"non_identifiers": ["City"]}, r"^spec: columns \['City', 'city'\] differ only in case"),
+])
+def test_names_dagster_or_the_store_cannot_use_are_refused(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw_spec(**overrides))

@@ -89,7 +89,7 @@ def test_discard_drops_an_unpublished_snapshot(store):
 def test_bad_snapshot_writes_nothing(store):
     rows = snapshot(range(10))
     rows.loc[3, "region"] = "e1"
-    with pytest.raises(SnapshotError, match=r"'region'.*'e1'"):
+    with pytest.raises(SnapshotError, match=r"'region'.*in row 4$"):
         store.stage_snapshot(1, rows)
     assert store.snapshot(1) is None
 
@@ -215,3 +215,26 @@ def test_frame_digest_tells_a_null_from_an_empty_text():
     assert frame_digest(empty) != frame_digest(null)
     arrow = pd.DataFrame({"t": pd.Series([None, ""], dtype="string[pyarrow]")})
     assert frame_digest(null) == frame_digest(arrow) == frame_digest(null.astype("category"))
+
+
+def test_rows_duckdb_refuses_are_reported_by_count_never_by_value(store):
+    """DuckDB's message quotes the value it could not convert (here an id, text where the table holds integers):
+    the store's error names the table, the count and the columns, not the value."""
+    store.ensure_schema()
+    rows = pd.DataFrame({"release_id": ["pid-000123", "pid-000124"], "digest": ["a", "b"]})
+    with store.connect() as con, pytest.raises(StoreError) as refused:
+        write._insert(con, "private.digest", rows)
+    message = str(refused.value)
+    assert message.startswith("private.digest: cannot store the 2 row(s): DuckDB refused them (Conversion")
+    assert "pid-000" not in message
+
+
+def test_discard_refuses_every_release_up_to_the_last_published(store):
+    publish(store, 1, snapshot(range(10)))
+    store.stage_snapshot(2, snapshot(range(2, 12)))
+    for release_id in (0, 1):
+        with pytest.raises(StoreError, match=f"release {release_id}: release 1 is the last published one"):
+            store.discard(release_id)
+    assert store.release_ids() == [1] and store.snapshot(1) is not None and store.snapshot(2) is not None
+    store.discard(2)
+    assert store.snapshot(2) is None and store.snapshot(1) is not None

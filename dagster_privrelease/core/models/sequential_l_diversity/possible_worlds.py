@@ -37,7 +37,7 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 from ....errors import NotPublishable
 from ...encoding import encode, sensitive_codes
 from ...release import PreviousRelease
-from ...spec import BoundSpec
+from ...spec import BoundSpec, rows_text
 from .. import mondrian
 from ..m_invariance import eligible_cap
 from .information_loss import InformationLoss
@@ -254,15 +254,15 @@ def possible_worlds(
 
 def _inserted(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease) -> np.ndarray:
     """Positions in ``snapshot`` of the tuples new since ``previous``; NotPublishable for a deletion or an
-    update (§5.3) naming the ids and the models that handle them. O(N d)."""
+    update (§5.3) naming how many, the rows of the snapshot (never an id or a value) and the models that handle
+    them. O(N d)."""
     before = previous.snapshot
     where = pd.Index(before[spec.id]).get_indexer(snapshot[spec.id])
     kept = where >= 0
     gone = ~pd.Index(before[spec.id]).isin(snapshot[spec.id])
     if gone.any():
-        who = before[spec.id][gone].head(5).tolist()
         raise NotPublishable(
-            f"{int(gone.sum())} tuple(s) of release {previous.release_id} were deleted ({spec.id} {who}); "
+            f"{int(gone.sum())} tuple(s) of release {previous.release_id} are not in the snapshot (deleted); "
             f"sequential_l_diversity supports insertions only (Shmueli-Tassa §5.2; deletions are left open in §5.3: "
             f"critical absence). Use the m_invariance model for deletions, or m_distinct for deletions and updates"
         )
@@ -274,10 +274,11 @@ def _inserted(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease
     if changed.any():
         first = int(np.flatnonzero(changed)[0])
         column = differs.columns[differs.iloc[first].to_numpy()][0]
-        who = snapshot.loc[kept, spec.id].to_numpy()[changed][:5].tolist()
+        rows = np.zeros(len(snapshot), dtype=bool)
+        rows[np.flatnonzero(kept)[changed]] = True
         raise NotPublishable(
-            f"{int(changed.sum())} tuple(s) of release {previous.release_id} were updated ({spec.id} {who}, e.g. "
-            f"{column!r}: {was[column].iloc[first]!r} -> {now[column].iloc[first]!r}); sequential_l_diversity "
+            f"{int(changed.sum())} tuple(s) of release {previous.release_id} were updated ({rows_text(rows)} of "
+            f"the snapshot; the first in column {column!r}); sequential_l_diversity "
             f"supports insertions only (Shmueli-Tassa §5.2; updates are left open in §5.3). Use the m_distinct "
             f"model for updates, or delete and re-insert under a new id with m_invariance"
         )
