@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ..errors import SnapshotError, SpecError
 from .hierarchy import Taxonomy
+from .yamlfile import read_yaml
 
 
 @dataclass(frozen=True)
@@ -129,13 +129,7 @@ def check_diversity_param(spec: Spec) -> None:
 def load_spec(path: str | Path) -> Spec:
     """Read and validate a YAML spec. Taxonomy files named in it are read relative to the spec's folder."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read the spec ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML ({exc})") from exc
-    return parse_spec(raw, base=path.parent)
+    return parse_spec(read_yaml(path, "spec"), base=path.parent)
 
 
 def parse_spec(raw: Any, base: Path | None = None) -> Spec:
@@ -227,13 +221,10 @@ def _tree(tree: Any, base: Path | None, where: str) -> Any:
     """A taxonomy given inline, or as the path of a YAML file relative to the spec's folder."""
     if not isinstance(tree, str):
         return tree
-    path = (base or Path.cwd()) / tree
     try:
-        return yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"{where}.hierarchy: cannot read taxonomy file {path} ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{where}.hierarchy: taxonomy file {path} is not valid YAML ({exc})") from exc
+        return read_yaml((base or Path.cwd()) / tree, "taxonomy file")
+    except SpecError as exc:
+        raise SpecError(f"{where}.hierarchy: {exc}") from exc
 
 
 def _model(raw: Any) -> Model:
