@@ -56,7 +56,7 @@ def files(tmp_path):
     spec.write_text(yaml.safe_dump(SPEC))
     FIRST.to_csv(tmp_path / "first.csv", index=False)
     THIRD.to_csv(tmp_path / "third.csv", index=False)
-    SECOND.to_parquet(tmp_path / "second.parquet")
+    SECOND.astype({"pid": str, "visits": str}).to_parquet(tmp_path / "second.parquet")  # as the CSVs read
     return tmp_path
 
 
@@ -118,7 +118,7 @@ def test_refusals_exit_non_zero_with_the_reason(files):
     bad.to_csv(files / "bad.csv", index=False)
     result = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "bad.csv")
     assert result.exit_code == 1
-    assert "error:" in result.stderr and "duplicate id(s) [1]" in result.stderr
+    assert "error:" in result.stderr and "duplicate id(s) ['1']" in result.stderr
     (files / "broken.parquet").write_text("not parquet")
     result = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "broken.parquet")
     assert result.exit_code == 1 and "cannot read the snapshot as PARQUET" in result.stderr
@@ -188,7 +188,7 @@ def test_refusals_print_one_message_and_no_stack_trace(files, capfd, monkeypatch
         return [*judge(store, release_id), failed]
 
     cases = [
-        (files / "clinic.yaml", "bad.csv", "duplicate id(s) [1]", judge),
+        (files / "clinic.yaml", "bad.csv", "duplicate id(s) ['1']", judge),
         (files / "strict.yaml", "first.csv", "l=3 is larger", judge),
         (files / "clinic.yaml", "first.csv", "blocking check(s) failed: guarantee: l_diversity: 1 violation(s)",
          broken),
@@ -298,3 +298,50 @@ def test_census_kdd_stream_of_twenty_releases_through_the_cli(census_kdd, tmp_pa
     assert history.release_ids == list(range(1, 21))
     (fresh,) = attack_history(dataclasses.replace(history, candidate_sets={}, memo={}), ["intersection"])
     assert fresh.ok and fresh.summary["attacked"] > 20_000 and fresh.summary["min_candidates"] >= 4
+
+
+def one_error_line(result) -> str:
+    """The one ``error:`` line a refusal prints (exit 1, no traceback)."""
+    lines = [line for line in (result.output + result.stderr).splitlines() if line.strip()]
+    assert result.exit_code == 1 and "Traceback" not in result.output + result.stderr, result.output
+    assert len(set(lines)) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_a_csv_is_read_as_written(files):
+    """Ids ``007``, ``07``, ``7``, ``0007`` are four people and ``None``, ``NA`` are diseases; a column named twice
+    is refused naming it."""
+    db = files / "padded.duckdb"
+    (files / "padded.csv").write_text("pid,age,sex,visits,disease\n007,20,F,1,None\n07,21,M,2,NA\n7,60,F,3,None\n"
+                                      "0007,61,M,4,NA\n")
+    result = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "padded.csv")
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "release 1 published" in result.output
+    stored = ReleaseStore(db, load_spec(files / "clinic.yaml")).snapshot(1)
+    assert stored is not None and sorted(stored["pid"]) == ["0007", "007", "07", "7"]
+    assert sorted(stored["disease"]) == ["NA", "NA", "None", "None"]
+    again = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "padded.csv")
+    assert again.exit_code == 0 and "unchanged" in again.output
+    (files / "twice.csv").write_text("pid,age,sex,age,visits,disease\np1,20,F,21,1,flu\np2,60,M,61,2,hiv\n")
+    line = one_error_line(run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot",
+                              files / "twice.csv"))
+    assert line == f"error: {files / 'twice.csv'}: column(s) ['age'] named more than once; a snapshot names each " \
+                   "column once"
+    (files / "forty.csv").write_text("pid,age,sex,visits,disease\np1,20,F,1,flu\np2,forty,M,2,hiv\n")
+    line = one_error_line(run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot",
+                              files / "forty.csv"))
+    assert "column 'age', row 2 (line 3)" in line and "p2" not in line and "forty" not in line.replace("forty.csv", "")
+    assert ReleaseStore(db, load_spec(files / "clinic.yaml")).release_ids() == [1]
+
+
+def test_a_bad_yaml_spec_is_one_line_naming_file_line_and_column(files):
+    db = files / "yaml.duckdb"
+    malformed = files / "malformed.yaml"
+    malformed.write_text("name: clinic\nid: pid\n sensitive: disease\n")
+    line = one_error_line(run("release", "--spec", malformed, "--db", db, "--snapshot", files / "first.csv"))
+    assert line.startswith(f"error: {malformed}: not valid YAML at line 3, column ")
+    twice = files / "twice.yaml"
+    twice.write_text(yaml.safe_dump(SPEC) + "id: visits\n")
+    line = one_error_line(run("release", "--spec", twice, "--db", db, "--snapshot", files / "first.csv"))
+    assert "key 'id' is written twice in one mapping (first at line" in line and str(twice) in line
+    assert not db.exists()
