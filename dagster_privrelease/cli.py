@@ -140,8 +140,8 @@ def release(
 
     names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
     with refusals(db):
-        frame = read_snapshot(snapshot)
         loaded = load_spec(spec)
+        frame = read_snapshot(snapshot, loaded)
         model_spec(loaded, names)  # a refused --attributes leaves no store file behind
         # one session of the store for the whole release, its report included: the file is opened once and stays
         # locked, so another process releasing to it waits for the lock, then refuses naming this one, rather
@@ -185,8 +185,8 @@ def record(
 
     names = [a.strip() for a in attributes.split(",") if a.strip()]
     with refusals(db):
-        frame = read_snapshot(snapshot)
-        row = record_published(ReleaseStore(db, load_spec(spec)), frame, names)
+        loaded = load_spec(spec)
+        row = record_published(ReleaseStore(db, loaded), read_snapshot(snapshot, loaded), names)
     if row["outcome"] == "unchanged":
         console.print(f"unchanged: release {row['release_id']} of {db} already records {snapshot} on "
                       f"{', '.join(names)}; nothing was recorded", highlight=False, soft_wrap=True)

@@ -66,3 +66,18 @@ def test_the_request_sensor_refuses_with_the_same_message(tmp_path):
     assert str(sensor.value) == f"request r.yaml: {library.value}"
     (tmp_path / "all.yaml").write_text("attributes: [sex, age]\n")
     assert read_request(tmp_path / "all.yaml", spec) == ("age", "sex")
+
+
+def test_a_request_file_is_read_with_the_spec_loader(tmp_path):
+    """A request's YAML is refused as a spec's is: one line naming the file, line and column; a key written twice
+    is refused rather than the second one winning."""
+    spec = parse_spec(RAW)
+    (tmp_path / "twice.yaml").write_text("attributes: [age]\nattributes: [sex]\n")
+    with pytest.raises(ValueError) as twice:
+        read_request(tmp_path / "twice.yaml", spec)
+    assert str(twice.value) == (f"request {tmp_path / 'twice.yaml'}: not valid YAML at line 2, column 1: key "
+                                "'attributes' is written twice in one mapping (first at line 1); write each key once")
+    (tmp_path / "broken.yaml").write_text("attributes: [age\n")
+    with pytest.raises(ValueError, match=r"broken.yaml: not valid YAML at line 2, column 1: ") as broken:
+        read_request(tmp_path / "broken.yaml", spec)
+    assert "\n" not in str(broken.value)

@@ -57,7 +57,7 @@ def files(tmp_path):
     spec.write_text(yaml.safe_dump(SPEC))
     FIRST.to_csv(tmp_path / "first.csv", index=False)
     THIRD.to_csv(tmp_path / "third.csv", index=False)
-    SECOND.to_parquet(tmp_path / "second.parquet")
+    SECOND.astype({"pid": str, "visits": str}).to_parquet(tmp_path / "second.parquet")  # as the CSVs read
     return tmp_path
 
 
@@ -491,3 +491,42 @@ def test_a_duckdb_error_inside_the_release_job_is_one_line_without_its_text(hist
         (record,) = instance.get_run_records()
         logs = "\n".join(dg.serialize_value(r) for r in instance.all_logs(record.dagster_run.run_id))
     assert "ConversionException" in logs and not PIDS.search(logs)
+
+
+def test_a_csv_is_read_as_written(files):
+    """Ids ``007``, ``07``, ``7``, ``0007`` are four people and ``None``, ``NA`` are diseases; a column named twice
+    is refused naming it."""
+    db = files / "padded.duckdb"
+    (files / "padded.csv").write_text("pid,age,sex,visits,disease\n007,20,F,1,None\n07,21,M,2,NA\n7,60,F,3,None\n"
+                                      "0007,61,M,4,NA\n")
+    result = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "padded.csv")
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "release 1 published" in result.output
+    stored = ReleaseStore(db, load_spec(files / "clinic.yaml")).snapshot(1)
+    assert stored is not None and sorted(stored["pid"]) == ["0007", "007", "07", "7"]
+    assert sorted(stored["disease"]) == ["NA", "NA", "None", "None"]
+    again = run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot", files / "padded.csv")
+    assert again.exit_code == 0 and "unchanged" in again.output
+    (files / "twice.csv").write_text("pid,age,sex,age,visits,disease\np1,20,F,21,1,flu\np2,60,M,61,2,hiv\n")
+    line = one_error_line(run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot",
+                              files / "twice.csv"))
+    assert line == f"error: {files / 'twice.csv'}: column(s) ['age'] named more than once; a snapshot names each " \
+                   "column once"
+    (files / "forty.csv").write_text("pid,age,sex,visits,disease\np1,20,F,1,flu\np2,forty,M,2,hiv\n")
+    line = one_error_line(run("release", "--spec", files / "clinic.yaml", "--db", db, "--snapshot",
+                              files / "forty.csv"))
+    assert "column 'age', row 2 (line 3)" in line and "p2" not in line and "forty" not in line.replace("forty.csv", "")
+    assert ReleaseStore(db, load_spec(files / "clinic.yaml")).release_ids() == [1]
+
+
+def test_a_bad_yaml_spec_is_one_line_naming_file_line_and_column(files):
+    db = files / "yaml.duckdb"
+    malformed = files / "malformed.yaml"
+    malformed.write_text("name: clinic\nid: pid\n sensitive: disease\n")
+    line = one_error_line(run("release", "--spec", malformed, "--db", db, "--snapshot", files / "first.csv"))
+    assert line.startswith(f"error: {malformed}: not valid YAML at line 3, column ")
+    twice = files / "twice.yaml"
+    twice.write_text(yaml.safe_dump(SPEC) + "id: visits\n")
+    line = one_error_line(run("release", "--spec", twice, "--db", db, "--snapshot", files / "first.csv"))
+    assert "key 'id' is written twice in one mapping (first at line" in line and str(twice) in line
+    assert not db.exists()

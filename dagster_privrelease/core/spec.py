@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ..errors import SnapshotError, SpecError
 from .hierarchy import Taxonomy
+from .yamlfile import read_yaml
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,23 @@ class Model:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+#: How a CSV snapshot's column may be read (``CsvFormat.types``): text as written, or parsed as a number.
+CSV_TYPES = ("text", "integer", "number")
+
+
+@dataclass(frozen=True)
+class CsvFormat:
+    """How a CSV snapshot is read (the spec's ``csv`` key; Parquet files and frames keep their own types).
+
+    Every cell is text as written (``007``, ``None``, ``NA`` are values); an empty cell, or one equal to a marker
+    in ``missing``, is missing. ``types`` maps a column to one of ``CSV_TYPES``; a column it does not name is
+    text, except a numeric quasi-identifier, read as a number (``Spec.csv_type``).
+    """
+
+    missing: tuple[str, ...] = ()
+    types: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated release spec. ``sensitive_values`` is the sensitive domain: written in the spec
@@ -63,11 +80,18 @@ class Spec:
     sensitive_values: tuple[str, ...] | None = None
     seed: int = 0
     sensitive_written: bool = False
+    csv: CsvFormat = field(default_factory=CsvFormat)
 
     @property
     def columns(self) -> list[str]:
         """Every column a snapshot must have: id, quasi-identifiers, non-identifiers, sensitive."""
         return [self.id, *self.quasi_identifiers, *self.non_identifiers, self.sensitive]
+
+    def csv_type(self, column: str) -> str:
+        """How ``column`` of a CSV snapshot is read (one of ``CSV_TYPES``): as ``csv.types`` says, else a number
+        for a numeric quasi-identifier and text for any other column (the id included)."""
+        qi = self.quasi_identifiers.get(column)
+        return self.csv.types.get(column, "number" if qi is not None and qi.numeric else "text")
 
     def bind(self, snapshot: pd.DataFrame) -> BoundSpec:
         """This spec with the flat taxonomies and the sensitive domain extended by ``snapshot``'s values.
@@ -130,20 +154,14 @@ def check_diversity_param(spec: Spec) -> None:
 def load_spec(path: str | Path) -> Spec:
     """Read and validate a YAML spec. Taxonomy files named in it are read relative to the spec's folder."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read the spec ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML ({exc})") from exc
-    return parse_spec(raw, base=path.parent)
+    return parse_spec(read_yaml(path, "spec"), base=path.parent)
 
 
 def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     """Validate a spec given as a mapping (the YAML document). See the README for the keys."""
     if not isinstance(raw, Mapping):
         raise SpecError(f"spec: expected a mapping of keys, got {type(raw).__name__}")
-    known = {"name", "id", "sensitive", "quasi_identifiers", "non_identifiers", "model", "seed"}
+    known = {"name", "id", "sensitive", "quasi_identifiers", "non_identifiers", "model", "seed", "csv"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise SpecError(f"spec: unknown key(s) {unknown}; the keys are {sorted(known)}")
@@ -168,7 +186,7 @@ def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     if seed < 0:
         raise SpecError(f"seed: expected an integer >= 0, got {seed!r} (numpy seeds are non-negative)")
     spec = Spec(name, ident, sensitive, qis, _model(raw["model"]), tuple(non_ids), sensitive_values, seed,
-                sensitive_written=sensitive_values is not None)
+                sensitive_written=sensitive_values is not None, csv=_csv(raw.get("csv"), columns, qis))
     check_diversity_param(spec)
     from .models import descriptor
 
@@ -239,6 +257,29 @@ def _sensitive(raw: Any) -> tuple[str, tuple[str, ...] | None]:
     raise SpecError(f"sensitive: expected a column name or {{name: ..., values: [...]}}, got {raw!r}")
 
 
+def _csv(raw: Any, columns: list[str], qis: Mapping[str, QuasiIdentifier]) -> CsvFormat:
+    """The ``csv`` mapping (``missing``: markers of a missing cell; ``types``: column -> one of ``CSV_TYPES``)."""
+    if raw is None:
+        return CsvFormat()
+    if not isinstance(raw, Mapping) or set(raw) - {"missing", "types"}:
+        raise SpecError(f"csv: expected a mapping with the keys 'missing' and 'types', got {raw!r}")
+    missing = raw.get("missing") or []
+    if not isinstance(missing, list) or not all(isinstance(m, str) and m for m in missing):
+        raise SpecError(f"csv.missing: expected a list of non-empty texts that mark a missing cell (quote them: "
+                        f"['?', 'NA']), got {missing!r}")
+    types = raw.get("types") or {}
+    if not isinstance(types, Mapping):
+        raise SpecError(f"csv.types: expected a mapping from column to one of {list(CSV_TYPES)}, got {types!r}")
+    for column, kind in types.items():
+        if column not in columns:
+            raise SpecError(f"csv.types.{column}: not a column of the spec (they are {columns})")
+        if kind not in CSV_TYPES:
+            raise SpecError(f"csv.types.{column}: expected one of {list(CSV_TYPES)}, got {kind!r}")
+        if kind == "text" and column in qis and qis[column].numeric:
+            raise SpecError(f"csv.types.{column}: a numeric quasi-identifier is read as a number, not as text")
+    return CsvFormat(tuple(missing), dict(types))
+
+
 def _quasi_identifiers(raw: Any, base: Path | None) -> dict[str, QuasiIdentifier]:
     if not isinstance(raw, Mapping) or not raw:
         raise SpecError("quasi_identifiers: expected a non-empty mapping from column to {type: ...}")
@@ -269,13 +310,10 @@ def _tree(tree: Any, base: Path | None, where: str) -> Any:
     """A taxonomy given inline, or as the path of a YAML file relative to the spec's folder."""
     if not isinstance(tree, str):
         return tree
-    path = (base or Path.cwd()) / tree
     try:
-        return yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"{where}.hierarchy: cannot read taxonomy file {path} ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{where}.hierarchy: taxonomy file {path} is not valid YAML ({exc})") from exc
+        return read_yaml((base or Path.cwd()) / tree, "taxonomy file")
+    except SpecError as exc:
+        raise SpecError(f"{where}.hierarchy: {exc}") from exc
 
 
 def _model(raw: Any) -> Model:

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-import yaml
 from dagster import SensorEvaluationContext
 
 from ..core.spec import Spec
+from ..core.yamlfile import read_yaml
 from ..errors import SpecError, StoreError
 from ..pipeline import model_spec
 from .sources import Fingerprint
@@ -161,14 +161,14 @@ def request_sensor(release: ReleaseTable, job, folder: Path) -> dg.SensorDefinit
 def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
     """The attributes a request file asks for (``attributes: [...]``, default every quasi-identifier).
 
-    Raises ValueError naming the file and the rule: not YAML, an unknown key, or attributes ``pipeline.model_spec``
+    Raises ValueError naming the file and the rule: not YAML (``core.yamlfile.read_yaml``), an unknown key, or attributes ``pipeline.model_spec``
     refuses (not quasi-identifiers, or a strict subset for a model that publishes every quasi-identifier: the
     same check as the library's and the CLI's).
     """
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"request {path.name}: not valid YAML ({exc})") from exc
+        raw = read_yaml(path, "request") or {}
+    except SpecError as exc:
+        raise ValueError(f"request {exc}") from exc  # "request <file>: <rule>"
     if not isinstance(raw, dict) or set(raw) - {"attributes", "note"}:
         raise ValueError(f"request {path.name}: expected a mapping with keys 'attributes' and optional 'note'")
     try:

@@ -192,8 +192,11 @@ class StoreSchema(StoreConnection):
         drift = merged[(merged["sql_type"] != merged["sql_type_new"]) & ~widening & ~whole & ~merged["all_null"]]
         if len(drift):
             changes = ", ".join(f"{r.column_name!r} was {r.sql_type}, now {r.sql_type_new}" for r in drift.itertuples())
+            text = drift[drift["sql_type_new"] == "VARCHAR"]["column_name"].tolist()
+            hint = (f"; a CSV snapshot's columns are text as written unless the spec's csv.types reads them as "
+                    f"numbers (csv: {{types: {{{text[0]}: integer}}}})") if text else ""
             raise StoreError(f"{self.path}: schema drift in the snapshot: {changes}; earlier releases were stored "
-                             "with the old types, so this snapshot cannot join their history")
+                             f"with the old types, so this snapshot cannot join their history{hint}")
         self._check_kinds(merged, raw)
 
     def _check_kinds(self, merged: pd.DataFrame, raw: pd.DataFrame) -> None:

@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from dagster_privrelease.core import models
 from dagster_privrelease.core.spec import BoundSpec, load_spec, parse_spec, validate_snapshot
@@ -231,16 +232,54 @@ def test_bad_files_are_refused_naming_them(tmp_path):
     with pytest.raises(SpecError, match=r"missing.yaml: cannot read the spec"):
         load_spec(tmp_path / "missing.yaml")
     (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
-    with pytest.raises(SpecError, match=r"broken.yaml: not valid YAML"):
+    with pytest.raises(SpecError, match=r"broken.yaml: not valid YAML at line 2, column 1: "):
         load_spec(tmp_path / "broken.yaml")
     qis = {"education": {"type": "categorical", "hierarchy": "nowhere.yaml"}}
-    with pytest.raises(SpecError, match=r"quasi_identifiers.education.hierarchy: cannot read taxonomy file .*nowhere"):
+    with pytest.raises(SpecError, match=r"quasi_identifiers.education.hierarchy: .*nowhere.yaml: cannot read the "
+                                        r"taxonomy file"):
         parse_spec(raw_spec(quasi_identifiers=qis), base=tmp_path)
     (tmp_path / "bad_tree.yaml").write_text("Any: [x, y\n")
     qis = {"education": {"type": "categorical", "hierarchy": "bad_tree.yaml"}}
-    with pytest.raises(SpecError, match=r"quasi_identifiers.education.hierarchy: taxonomy file .*bad_tree.yaml is not "
-                                        r"valid YAML"):
+    with pytest.raises(SpecError, match=r"quasi_identifiers.education.hierarchy: .*bad_tree.yaml: not valid YAML at "
+                                        r"line 2"):
         parse_spec(raw_spec(quasi_identifiers=qis), base=tmp_path)
+
+
+def test_malformed_yaml_is_one_line_naming_file_line_and_column(tmp_path):
+    path = tmp_path / "clinic.yaml"
+    path.write_text("name: clinic\nid: pid\nsensitive: disease\n  model: {name: k_anonymity, k: 2}\n")
+    with pytest.raises(SpecError) as refused:
+        load_spec(path)
+    assert str(refused.value) == f"{path}: not valid YAML at line 4, column 8: mapping values are not allowed here"
+
+
+def test_a_key_written_twice_is_refused_naming_key_file_and_line(tmp_path):
+    spec = yaml.safe_dump(raw_spec(), sort_keys=False)
+    path = tmp_path / "clinic.yaml"
+    path.write_text(spec + "seed: 3\n")
+    first = spec.splitlines().index("seed: 42") + 1
+    with pytest.raises(SpecError) as refused:
+        load_spec(path)
+    assert str(refused.value) == (f"{path}: not valid YAML at line {len(spec.splitlines()) + 1}, column 1: key "
+                                  f"'seed' is written twice in one mapping (first at line {first}); write each key once")
+    tree = tmp_path / "tree.yaml"
+    tree.write_text("Any:\n  Low: [primary]\n  Low: [secondary]\n")
+    qis = {"education": {"type": "categorical", "hierarchy": "tree.yaml"}}
+    with pytest.raises(SpecError, match=r"tree.yaml: not valid YAML at line 3, column 3: key 'Low' is written twice"):
+        parse_spec(raw_spec(quasi_identifiers=qis), base=tmp_path)
+    merged = tmp_path / "merged.yaml"  # a merged key may be overridden: that is not a key written twice
+    merged.write_text(textwrap.dedent("""\
+        name: clinic
+        id: pid
+        sensitive: disease
+        quasi_identifiers:
+          age: &number {type: numeric, min_width: 2}
+          weight:
+            <<: *number
+            min_width: 5
+        model: {name: k_anonymity, k: 2}
+    """))
+    assert load_spec(merged).quasi_identifiers["weight"].min_width == 5
 
 
 # ----------------------------------------------------------------------------------------------- snapshots

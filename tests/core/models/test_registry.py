@@ -94,7 +94,8 @@ def test_a_registered_model_publishes_and_is_judged_by_the_pipeline(toy, tmp_pat
 
 def test_a_registered_model_runs_through_dagster_and_the_cli(toy, tmp_path):
     spec_path = tmp_path / "toy.yaml"
-    spec_path.write_text(yaml.safe_dump(raw({"name": "toy_one_group", "k": 3})))
+    # the frame's ids are integers: the CSV's are read as integers too (text unless the spec says so)
+    spec_path.write_text(yaml.safe_dump({**raw({"name": "toy_one_group", "k": 3}), "csv": {"types": {"pid": "integer"}}}))
     db = tmp_path / "toy.duckdb"
     row = run_release(spec_path, db, people(range(30)))
     assert (row["release_id"], row["model"], row["groups"]) == (1, "toy_one_group", 1)

@@ -1,0 +1,69 @@
+"""Reading the YAML files a user writes (specs, taxonomy files, release requests): one loader for all of them.
+
+It is PyYAML's safe loader, stricter in one rule: a key written twice in one mapping is refused (PyYAML keeps
+the last one silently). Every failure is one line naming the file, and the line and column where the reader
+stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, ScalarNode
+
+from ..errors import SpecError
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping holding the same key twice (merge keys ``<<`` may still be
+    overridden, as YAML intends)."""
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping of ``node``; ConstructorError marked at the second occurrence of a repeated key."""
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if key in first:
+                raise ConstructorError(
+                    problem=f"key {key!r} is written twice in one mapping (first at line {first[key]}); "
+                    "write each key once",
+                    problem_mark=key_node.start_mark,
+                )
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document in ``path`` (None for an empty file), read with ``StrictLoader``.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message ("spec", "taxonomy file", "request").
+
+    Raises:
+        SpecError: one line naming ``path``: the file cannot be read, or it is not valid YAML (with the line and
+            column where the reader stopped and PyYAML's one-line reason), or a mapping repeats a key.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the {what} ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: cannot read the {what} (it is not UTF-8 text)") from exc
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader: builds plain data only
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML{_where(exc)}") from exc
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """``exc``'s position and reason as ``" at line L, column C: reason"`` (empty when PyYAML gives neither)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = " ".join(str(getattr(exc, "problem", None) or "").split())
+    where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+    return where + (f": {problem}" if problem else "")
