@@ -189,13 +189,20 @@ def demo_changes(name: str, home: Path | None = None) -> dict[str, int]:
             return {"inserts": len(people), "deletes": 0, "updates": 0}
         people = con.execute("SELECT * FROM source.people").df()
         pool = con.execute("SELECT * FROM source.pool").df()
-    rng = np.random.default_rng([spec.seed, len(people), int(people[spec.id].sum()) % 2**32])
+    rng = np.random.default_rng([spec.seed, len(people), _id_sum(people[spec.id])])
     steps = stream(people, pool, 0 if demo.inserts_only else demo.batch, 2, rng, demo.update_fraction,
                    demo.updates(spec), inserts=demo.batch if demo.inserts is None else demo.inserts)
     after = next(islice(steps, 1, None))
     with duckdb.connect(str(folder / "data.duckdb")) as con:
         _replace(con, after, pool[~pool[spec.id].isin(after[spec.id])])
     return changes(people, after, spec.id)
+
+
+def _id_sum(ids: pd.Series) -> int:
+    """A number that changes with the set of ``ids`` (a seed of the next stream step): their sum for numeric ids,
+    the sum of their hashes for text ids (``p007``, ``007``), modulo 2**32."""
+    values = ids if pd.api.types.is_numeric_dtype(ids) else pd.util.hash_pandas_object(ids, index=False)
+    return int(values.sum()) % 2**32
 
 
 def _replace(con: duckdb.DuckDBPyConnection, people: pd.DataFrame, pool: pd.DataFrame) -> None:
@@ -235,6 +242,8 @@ def run_demo(
     as the sensor daemon does (``recorded_tick``: the sensor's page in the UI lists it, with its runs), and runs
     the release job it requests in-process, on a persistent Dagster instance in ``home/.dagster`` (so the UI
     shows the runs). ``on_release(i, counts)`` is called after release i with the source's change counts.
+    The demo tables share that instance: starting ``name`` over replaces its folder and its own Dagster history
+    (``forget``), never another table's.
 
     Returns the store's manifest and the Dagster home. Raises the package's error (e.g. ``NotPublishable``) of
     a release that was refused; the releases before it stay published.
@@ -243,14 +252,15 @@ def run_demo(
     demo = DEMOS[name]
     shutil.rmtree(demo.folder(home), ignore_errors=True)
     dagster_home = home / ".dagster"
-    shutil.rmtree(dagster_home, ignore_errors=True)
-    dagster_home.mkdir(parents=True)
-    shutil.copy(INSTANCE_SETTINGS, dagster_home / "dagster.yaml")
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    if not (dagster_home / "dagster.yaml").exists():
+        shutil.copy(INSTANCE_SETTINGS, dagster_home / "dagster.yaml")
     defs = build_definitions(home)
     job = defs.resolve_job_def(f"{name}_release")
     sensor = f"{name}_source_changed"
     cursor = None
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        forget(instance, defs, name)
         for i in range(1, releases + 1):
             counts = demo_changes(name, home)
             with recorded_tick(instance, sensor) as record:
@@ -270,6 +280,21 @@ def run_demo(
                 on_release(i, counts)
     store = ReleaseStore(demo.folder(home) / "releases.duckdb", load_spec(demo.spec))
     return store.manifest(), dagster_home
+
+
+def forget(instance: dg.DagsterInstance, defs: dg.Definitions, table: str) -> None:
+    """Remove demo table ``table``'s Dagster history from ``instance``, and nothing of another table's: its runs
+    (tagged ``privrelease/table``) with their events, its release partitions, its assets' materialisations and its
+    sensors' recorded ticks (``sensor_selector``)."""
+    for run in instance.get_runs(dg.RunsFilter(tags={sensors.TAG: table})):
+        instance.delete_run(run.run_id)
+    partitions = f"{table}_releases"
+    for key in instance.get_dynamic_partitions(partitions):
+        instance.delete_dynamic_partition(partitions, key)
+    instance.wipe_assets([key for key in defs.resolve_all_asset_keys() if key.path[0] == table])
+    for sensor in (f"{table}_source_changed", f"{table}_release_requests"):
+        selector = sensor_selector(sensor).get_id()
+        instance.purge_ticks(selector, selector, before=time.time())
 
 
 def sensor_selector(sensor: str) -> InstigatorSelector:

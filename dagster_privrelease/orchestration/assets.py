@@ -14,7 +14,7 @@ predecessor is not staged (``snapshot``) or not published (the others). Publicat
 of the candidate's blocking checks, so a failed check stops it and leaves ``published`` untouched.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import dagster as dg
 import pandas as pd
@@ -47,9 +47,11 @@ def release_assets(table: ReleaseTable, stages: Sequence[Stage]) -> list[dg.Asse
     return [*assets, candidate, published_asset(table, candidate.key)]
 
 
-def _asset(table: ReleaseTable, step: str, description: str, deps: Sequence[dg.AssetKey] = (), source=False):
+def _asset(table: ReleaseTable, step: str, description: str, deps: Sequence[dg.AssetKey] = (), source=False,
+           output_required=True):
     """The ``dg.asset`` decorator of ``table``'s asset ``step``, with what every asset of the table shares."""
     return dg.asset(
+        output_required=output_required,
         key=table.asset_key(step),
         deps=list(deps),
         required_resource_keys={table.store, *([table.source] if source else [])},
@@ -64,11 +66,15 @@ def _asset(table: ReleaseTable, step: str, description: str, deps: Sequence[dg.A
 def snapshot_asset(table: ReleaseTable) -> dg.AssetsDefinition:
     """``snapshot``: T(j) read from the source and staged (``pipeline.stage``) while release j is unpublished, so
     re-materialising a refused partition re-captures the fixed source; once j is published its snapshot is never
-    replaced, and a source that replays (a change log) must rebuild it identically (``same_rows``)."""
+    replaced, and a source that replays (a change log) must rebuild it identically (``same_rows``).
+
+    When the source holds exactly the rows of the last published release (``pipeline.unchanged``, with the run's
+    requested attributes: the source was restored after the run was requested), nothing is staged and nothing
+    materialised: the run logs why and ends, its later steps skipped, so no copy of the release is published."""
 
     @_asset(table, "snapshot", "T(j): the source rows this release protects, captured until the release is "
-            "published and never replaced afterwards.", source=True)
-    def snapshot(context: AssetExecutionContext) -> dg.MaterializeResult:
+            "published and never replaced afterwards.", source=True, output_required=False)
+    def snapshot(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         with step(context, table) as part:
             part.require_published()
             store, release_id = part.store, part.release_id
@@ -77,11 +83,18 @@ def snapshot_asset(table: ReleaseTable) -> dg.AssetsDefinition:
             if published:
                 frame = pipeline.staged_snapshot(store, release_id)
                 if source.replays:
-                    same_rows(frame, source.read(store.spec, position=int(part.key)), store.spec, part.key, release_id)
+                    same_rows(frame, source.read(store.spec, position=int(part.key)), store.spec, part.key,
+                              release_id)
             else:
-                frame = pipeline.stage(store, release_id, source.read(store.spec, position=int(part.key)))
+                rows = source.read(store.spec, position=int(part.key))
+                copy = pipeline.unchanged(store, rows, _attributes(context))
+                if copy is not None:
+                    context.log.info(f"{table.name} release {part.key}: the source holds exactly the rows of "
+                                     f"release {copy}, the last published; nothing to publish, the run ends here")
+                    return
+                frame = pipeline.stage(store, release_id, rows)
             delta = pipeline.release_changes(store, release_id, frame)
-        return dg.MaterializeResult(
+        yield dg.MaterializeResult(
             metadata={"rows": len(frame), **delta, "captured": not published, "release_id": release_id}
         )
 
@@ -112,9 +125,7 @@ def candidate_asset(table: ReleaseTable, deps: Sequence[dg.AssetKey]) -> dg.Asse
     def release_candidate(context: AssetExecutionContext) -> dg.MaterializeResult:
         with step(context, table) as part:
             part.require_published()
-            attributes = context.run.tags.get(ATTRIBUTES_TAG)
-            release = pipeline.make_candidate(part.store, part.release_id,
-                                              attributes.split(",") if attributes else None)
+            release = pipeline.make_candidate(part.store, part.release_id, _attributes(context))
             # LM, NCP, discernibility of the candidate; the query error needs T(j) and is computed at publication
             spec = part.store.staged_bound_spec(part.release_id)  # the binding columns, not all of T(j)
             utility = summarise(release.table, release.counterfeits, spec)
@@ -155,6 +166,12 @@ def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDef
         return dg.MaterializeResult(metadata=report.release_metadata(outcome, reports, manifest))
 
     return published_release
+
+
+def _attributes(context: AssetExecutionContext) -> list[str] | None:
+    """The attributes the run's release request asks for (its ``privrelease/attributes`` tag), None without one."""
+    attributes = context.run.tags.get(ATTRIBUTES_TAG)
+    return attributes.split(",") if attributes else None
 
 
 def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> list[Report] | None:

@@ -27,7 +27,7 @@ from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
 from .assets import release_assets
 from .checks import candidate_checks
-from .partitions import partition_key
+from .partitions import missing_keys
 from .resources import ReleaseStoreResource
 from .sensors import ATTRIBUTES_TAG, TAG, request_sensor, source_sensor
 from .sources import FrameSource, Source
@@ -144,10 +144,7 @@ def _run(
     last = pipeline.unchanged(store, snapshot_df, attributes)
     release_id = last if last is not None else pipeline.next_release_id(store)
     keys = sorted(instance.get_dynamic_partitions(name))
-    added = []
-    while len(keys) + len(added) < release_id:
-        top = added[-1] if added else (keys[-1] if keys else None)
-        added.append(partition_key(int(top) + 1 if top else 1))
+    added = missing_keys(keys, release_id)
     if added:
         instance.add_dynamic_partitions(name, added)
     key = sorted([*keys, *added])[release_id - 1]

@@ -39,6 +39,14 @@ def partition_key(position: int) -> str:
     return f"{position:0{KEY_WIDTH}d}"
 
 
+def missing_keys(keys: list[str], count: int) -> list[str]:
+    """The keys to add after the highest of ``keys`` so that the table has ``count`` of them, each one past the
+    one before: the partitions of releases published without one (by ``run_release`` on an instance of its own,
+    as ``privrelease release`` does); none when ``keys`` already number ``count``."""
+    top = max((int(k) for k in keys), default=0)
+    return [partition_key(top + i) for i in range(1, count - len(keys) + 1)]
+
+
 def predecessor(keys: list[str], key: str) -> str | None:
     """The partition key released just before ``key`` (keys sort in release order), or None for the first."""
     earlier = sorted(k for k in keys if k < key)

@@ -1,10 +1,15 @@
 """Sensors that turn changes and requests into releases: each adds a dynamic partition and requests a run.
 
 - ``<table>_source_changed`` fingerprints the source (``Source.fingerprint``: for a table, its row count and a
-  hash of every row's id and values, computed by DuckDB; for a change log, its highest position) and, when the fingerprint moved since the last
-  tick (rows inserted, deleted or updated), adds the next partition key and requests a release run. The cursor
-  is the last fingerprint. On its very first tick it requests the first release when there is none yet, and
-  otherwise only records the fingerprint.
+  hash of every row's id and values, computed by DuckDB; for a change log, its highest position) and, when the
+  fingerprint moved since the last tick (rows inserted, deleted or updated), adds the next partition key and
+  requests a release run. The cursor is the last fingerprint; its first tick (no cursor) treats the source as
+  moved. A source that holds exactly the rows of the last published release (``pipeline.unchanged``, the CLI's
+  test) requests nothing, and the unpublished partitions are retired (deleted): so a source restored after a
+  refusal, or a sensor turned on after releases made without it, never publishes a copy, while a change made
+  before the sensor was turned on is published. Releases published without a partition (``privrelease
+  release``, ``run_release`` on an instance of its own) get theirs (``partitions.missing_keys``), so the next
+  key follows them.
 - Refusals never block (``next_release``): while the last partition's release is unpublished (its run was
   refused: a bad snapshot, a model that cannot publish, a failed blocking check), a change of the source
   re-requests that same partition, under a new run key, rather than opening one after it; its snapshot is
@@ -27,10 +32,11 @@ from pathlib import Path
 import dagster as dg
 from dagster import SensorEvaluationContext
 
+from .. import pipeline
 from ..core.spec import Spec
 from ..core.yamlfile import read_yaml
-from ..errors import SpecError, StoreError
-from ..pipeline import model_spec
+from ..errors import PrivReleaseError, SpecError, StoreError
+from .partitions import missing_keys
 from .sources import Fingerprint
 from .translator import ReleaseTable
 
@@ -56,21 +62,48 @@ class Hold:
         return dg.SkipReason(self.reason) if self.waits else dg.SensorResult(cursor=cursor, skip_reason=self.reason)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Where the next release goes: partition ``key``; the ``published`` count; the partitions of published
+    releases that have none yet (``missing``: releases made outside the sensors, ``partitions.missing_keys``),
+    and the unpublished ones (``pending``: left by a refused or empty run)."""
+
+    key: str
+    published: int
+    missing: list[str]
+    pending: list[str]
+
+    def run_requests(self, release: ReleaseTable) -> list:
+        """The partition requests of a run of ``key``: the missing keys and ``key`` added, the other pending keys
+        deleted (a change log's refused position)."""
+        stale = [k for k in self.pending if k != self.key]
+        return [*([release.partitions.build_delete_request(stale)] if stale else []),
+                release.partitions.build_add_request([*self.missing, self.key])]
+
+    def retire_requests(self, release: ReleaseTable) -> list:
+        """The partition requests when nothing is to be published: the missing keys added, every pending one
+        deleted, so none is ever published as a copy of the last release."""
+        return [*([release.partitions.build_delete_request(self.pending)] if self.pending else []),
+                *([release.partitions.build_add_request(self.missing)] if self.missing else [])]
+
+
 def next_release(
     release: ReleaseTable, context: SensorEvaluationContext, source, fingerprint: Fingerprint
-) -> tuple[str, list[str]] | Hold:
-    """Where the next release run goes: ``(key, stale)``, the partition key to run (the source's ``next_key``
-    after the published releases' keys: a new key, or the key of the last release when it is unpublished) and
-    the unpublished keys to delete (a change log's refused position); or a ``Hold``: waiting while a run of an
-    unpublished partition is queued or running or the store is locked, nothing to do when ``key`` is a
-    published release. The published releases are counted in the store, read-only."""
+) -> Plan | Hold:
+    """Where the next release run goes (``Plan``): the partition key to run is the source's ``next_key`` after the
+    published releases' keys (a new key, or the key of the last release when it is unpublished); or a ``Hold``:
+    waiting while a run of an unpublished partition is queued or running or the store is locked, nothing to do
+    when the key is a published release's. The published releases are counted in the store, read-only; the
+    first of the table's keys are theirs, in order, the keys they lack added after the highest."""
     table = release.name
     existing = sorted(context.instance.get_dynamic_partitions(release.partitions_name))
     try:
         published = getattr(context.resources, release.store).published_ids()
     except StoreError as exc:
         return Hold(f"{table}: {exc}", waits=True)
-    done, pending = existing[: len(published)], existing[len(published):]
+    missing = missing_keys(existing, len(published))
+    keys = sorted([*existing, *missing])
+    done, pending = keys[: len(published)], keys[len(published):]
     key = source.next_key(done, fingerprint)
     if key in done:
         return Hold(f"{table}: release {key} already exists", waits=False)
@@ -82,7 +115,24 @@ def next_release(
             status = runs[0].status.value.lower()
             return Hold(f"{table}: release {waiting} is still {status} (run {runs[0].run_id}); the change waits "
                         "for it", waits=True)
-    return key, [k for k in pending if k != key]
+    return Plan(key, len(published), missing, pending)
+
+
+def published_copy(release: ReleaseTable, context: SensorEvaluationContext, source, plan: Plan) -> int | Hold | None:
+    """The last published release when the source, read at ``plan.key``, holds exactly its rows
+    (``pipeline.unchanged``, the CLI's test): publishing it again would add a copy. None when it differs, when
+    nothing is published yet (the store is not opened then), or when the spec refuses the rows (the run then
+    refuses them, naming the reason); a waiting ``Hold`` when the store cannot be read."""
+    if not plan.published:
+        return None
+    resource = getattr(context.resources, release.store)
+    try:
+        rows = source.read(resource.loaded_spec(), position=int(plan.key))
+        return pipeline.unchanged(resource.store(), rows)
+    except StoreError as exc:
+        return Hold(f"{release.name}: {exc}", waits=True)
+    except PrivReleaseError:
+        return None
 
 
 def source_sensor(release: ReleaseTable, job) -> dg.SensorDefinition:
@@ -105,20 +155,24 @@ def source_sensor(release: ReleaseTable, job) -> dg.SensorDefinition:
             return dg.SkipReason(f"{table}: {exc}")
         cursor = json.dumps(fingerprint.as_cursor())
         last = json.loads(context.cursor) if context.cursor else None
-        existing = list(context.instance.get_dynamic_partitions(release.partitions_name))
         if last == fingerprint.as_cursor():
             return dg.SkipReason(f"{table}: source unchanged ({fingerprint.rows} rows)")
         if fingerprint.rows == 0:
             return dg.SensorResult(cursor=cursor, skip_reason=f"{table}: source is empty")
-        if last is None and existing:
+        plan = next_release(release, context, source, fingerprint)
+        if isinstance(plan, Hold):
+            return plan.result(cursor)
+        copy = published_copy(release, context, source, plan)
+        if isinstance(copy, Hold):
+            return copy.result(cursor)
+        if copy is not None:
+            retired = f"; unpublished partition(s) {plan.pending} retired" if plan.pending else ""
             return dg.SensorResult(
-                cursor=cursor, skip_reason=f"{table}: first tick, fingerprint recorded ({len(existing)} releases exist)"
+                cursor=cursor, dynamic_partitions_requests=plan.retire_requests(release),
+                skip_reason=f"{table}: the source holds exactly the rows of release {copy}, the last published; "
+                f"nothing to publish{retired}",
             )
-        target = next_release(release, context, source, fingerprint)
-        if isinstance(target, Hold):
-            return target.result(cursor)
-        key, stale = target
-        return _release(release, key, stale, cursor, f"{key}:{fingerprint.digest}", {"privrelease/trigger": "source"})
+        return _release(release, plan, cursor, f"{plan.key}:{fingerprint.digest}", {"privrelease/trigger": "source"})
 
     return sensor
 
@@ -148,12 +202,11 @@ def request_sensor(release: ReleaseTable, job, folder: Path) -> dg.SensorDefinit
             context.log.warning(str(exc))
             return dg.SensorResult(cursor=cursor, skip_reason=str(exc))
         source = getattr(context.resources, release.source)
-        target = next_release(release, context, source, source.fingerprint(spec))
-        if isinstance(target, Hold):
-            return Hold(f"request {name}: {target.reason}", target.waits).result(cursor)
-        key, stale = target
+        plan = next_release(release, context, source, source.fingerprint(spec))
+        if isinstance(plan, Hold):
+            return Hold(f"request {name}: {plan.reason}", plan.waits).result(cursor)
         tags = {"privrelease/trigger": "request", "privrelease/request": name, ATTRIBUTES_TAG: ",".join(attributes)}
-        return _release(release, key, stale, cursor, f"{key}:{name}", tags)
+        return _release(release, plan, cursor, f"{plan.key}:{name}", tags)
 
     return sensor
 
@@ -161,8 +214,8 @@ def request_sensor(release: ReleaseTable, job, folder: Path) -> dg.SensorDefinit
 def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
     """The attributes a request file asks for (``attributes: [...]``, default every quasi-identifier).
 
-    Raises ValueError naming the file and the rule: not YAML (``core.yamlfile.read_yaml``), an unknown key, or attributes ``pipeline.model_spec``
-    refuses (not quasi-identifiers, or a strict subset for a model that publishes every quasi-identifier: the
+    Raises ValueError naming the file and the rule: not YAML (``core.yamlfile.read_yaml``), an unknown key, or
+    attributes ``pipeline.model_spec`` refuses (not quasi-identifiers, or a strict subset for a model that publishes every quasi-identifier: the
     same check as the library's and the CLI's).
     """
     try:
@@ -172,20 +225,16 @@ def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
     if not isinstance(raw, dict) or set(raw) - {"attributes", "note"}:
         raise ValueError(f"request {path.name}: expected a mapping with keys 'attributes' and optional 'note'")
     try:
-        return tuple(model_spec(spec, raw.get("attributes")).quasi_identifiers)
+        return tuple(pipeline.model_spec(spec, raw.get("attributes")).quasi_identifiers)
     except SpecError as exc:
         raise ValueError(f"request {path.name}: {exc}") from exc
 
 
-def _release(
-    release: ReleaseTable, key: str, stale: list[str], cursor: str, run_key: str, tags: dict
-) -> dg.SensorResult:
-    """A run of partition ``key`` (added unless it exists), the ``stale`` unpublished keys deleted first."""
-    requests: list = [release.partitions.build_delete_request(stale)] if stale else []
-    requests.append(release.partitions.build_add_request([key]))
+def _release(release: ReleaseTable, plan: Plan, cursor: str, run_key: str, tags: dict) -> dg.SensorResult:
+    """A run of partition ``plan.key`` with its partition requests (``Plan.run_requests``)."""
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=key, run_key=run_key, tags={TAG: release.name, **tags})],
-        dynamic_partitions_requests=requests,
+        run_requests=[dg.RunRequest(partition_key=plan.key, run_key=run_key, tags={TAG: release.name, **tags})],
+        dynamic_partitions_requests=plan.run_requests(release),
         cursor=cursor,
     )
 

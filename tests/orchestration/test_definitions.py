@@ -60,6 +60,7 @@ def test_a_model_stage_is_an_asset_between_snapshot_and_candidate(tmp_path, inst
     assert stage.node_def.pool == "privrelease_patients" and stage.group_names_by_key[TALLY] == "patients"
     assert stage.partitions_def == defs.resolve_assets_def(SNAPSHOT).partitions_def
     for key in ("000001", "000002"):
+        write_source(tmp_path / "data.duckdb", people(90 + int(key), seed=int(key)))  # rows of a new release
         result = _release(defs, instance, key)
         assert result.success
         order = [e.asset_key for e in result.get_asset_materialization_events()]
