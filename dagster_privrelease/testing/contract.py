@@ -117,41 +117,77 @@ class Case:
     model:      the spec's ``model`` mapping (name and parameters).
     spec:       the spec without ``model``; its id column is the one ``people`` leaves out.
     people:     ``(count, rng) -> rows`` of new people, every column of ``spec`` but the id.
-    deletes:    the stream deletes people, lets whole groups leave and brings people back after an absence
-                (False: insertions only, for a model that refuses deletions by design).
+    deletes:    the stream deletes people and lets whole groups leave (False: insertions only, for a model that
+                refuses deletions by design).
+    returners:  with ``deletes``, people who left come back after an absence, with their old rows.
     updates:    people change their sensitive value, within ``model.update_sets`` (every value when absent).
     attributes: the attribute subsets of consecutive releases, cycled (None: every quasi-identifier).
-    note:       what the stream holds and why, for the reader of a failure.
+    refused:    ``(last published rows, sensitive column) -> rows`` the model must refuse itself; submitted once,
+                as release ``REFUSED_AT``, before that release's ordinary table.
+    note:       what the stream holds and why, in words (documentation only).
     """
 
     model: Mapping[str, Any]
     spec: Mapping[str, Any] = field(default_factory=lambda: dict(CLINIC))
     people: Callable[[int, np.random.Generator], pd.DataFrame] = clinic_people
     deletes: bool = True
+    returners: bool = True
     updates: bool = False
     attributes: tuple[tuple[str, ...] | None, ...] = (None,)
+    refused: Callable[[pd.DataFrame, str], pd.DataFrame] | None = None
     note: str = ""
 
 
-_EVERY = {d: list(DISEASES) for d in DISEASES}
+#: The release at which ``Case.refused`` is submitted.
+REFUSED_AT = 4
+
+
+def _few(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
+    """Two rows of the table: fewer than k = 3."""
+    return rows.head(2)
+
+
+def _one_value(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
+    """Everyone with the same sensitive value: no group is diverse."""
+    return rows.assign(**{sensitive: rows[sensitive].iloc[0]})
+
+
+def _outside_cus(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
+    """One person's flu becomes hiv, outside ``_CLUSTERS``' CUS(flu)."""
+    changed = rows.copy()
+    changed.loc[changed[sensitive].eq("flu").idxmax(), sensitive] = "hiv"
+    return changed
+
+
+def _deleted(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
+    """Three people deleted."""
+    return rows.iloc[3:]
+
+
+#: Candidate update sets (Li-Zhou Def. 12, closed): a disease changes within its cluster only.
+_CLUSTERS = {d: list(c) for c in (("flu", "bronchitis", "asthma"), ("hiv", "gastritis")) for d in c}
 _SUBSETS = (("sex", "region"), ("age", "sex"), ("age", "region"), None)
 
 #: The contract's stream for each builtin model. A model registered without an entry here runs with a ``Case``
 #: of its own (``case_for`` refuses to guess its parameters).
 CASES: dict[str, Case] = {
-    "k_anonymity": Case({"name": "k_anonymity", "k": 3}, note="inserts, deletes, returners, groups leaving"),
-    "l_diversity": Case({"name": "l_diversity", "l": 2}, note="inserts, deletes, returners, groups leaving"),
-    "m_invariance": Case({"name": "m_invariance", "m": 2}, note="inserts, deletes, returners, groups leaving"),
-    "m_distinct": Case({"name": "m_distinct", "m": 2, "update_sets": _EVERY}, updates=True,
-                       note="inserts, deletes, returners, groups leaving, disease updates within the CUS"),
+    "k_anonymity": Case({"name": "k_anonymity", "k": 3}, refused=_few,
+                        note="inserts, deletes, returners, groups leaving; refuses a table of 2 rows"),
+    "l_diversity": Case({"name": "l_diversity", "l": 2}, refused=_one_value,
+                        note="inserts, deletes, returners, groups leaving; refuses a table of one disease"),
+    "m_invariance": Case({"name": "m_invariance", "m": 2}, refused=_one_value,
+                         note="inserts, deletes, returners, groups leaving; refuses a table of one disease"),
+    "m_distinct": Case({"name": "m_distinct", "m": 2, "update_sets": _CLUSTERS}, updates=True,
+                       refused=_outside_cus, note="inserts, deletes, returners, groups leaving, disease updates "
+                                                  "within the CUS; refuses an update outside the CUS"),
     "sequential_l_diversity": Case(
-        {"name": "sequential_l_diversity", "l": 2}, deletes=False, attributes=_SUBSETS,
-        note="insertions only (the model refuses deletions and updates by design, Shmueli-Tassa §5.3), "
-             "a different attribute subset each release"),
+        {"name": "sequential_l_diversity", "l": 2}, deletes=False, attributes=_SUBSETS, refused=_deleted,
+        note="insertions only, a different attribute subset each release; refuses a deletion (the model supports "
+             "insertions only by design, Shmueli-Tassa §5.3)"),
     "xy_privacy": Case(
-        {"name": "xy_privacy", "X": ["sex", "region"], "Y": ["disease"], "k": 2, "publish_sensitive": True},
-        attributes=_SUBSETS, note="inserts, deletes, returners, groups leaving, a different attribute subset "
-                                  "each release"),
+        {"name": "xy_privacy", "X": ["age", "sex", "region"], "Y": [], "k": 2}, attributes=(None, *_SUBSETS[:3]),
+        note="inserts, deletes, returners, groups leaving, a different attribute subset each release; the join "
+             "k-anonymous on X (Y: [], Wang-Fung §5.4 Case 4, Example 1's requirement)"),
 }
 
 
@@ -168,7 +204,7 @@ def case_for(name: str) -> Case:
 
 @dataclass
 class Outcome:
-    """What a contract run saw: the published release ids, the model's refusals (attempt, message), and how
+    """What a contract run saw: the published release ids, the model's refusals (release id, message), and how
     many people came back after an absence, whole groups left (and how many of them hosted a newcomer), and
     people changed their sensitive value, in releases that published."""
 
@@ -217,30 +253,31 @@ def run_contract(path: str | Path, case: Case, id_kind: str = "text", releases: 
     rng = np.random.default_rng(seed)
     people = _people(case, ID_KINDS[id_kind], spec.id, rng)
     state = _Table(people(np.arange(rows)), people(np.arange(0)), rows)
-    outcome, said, seen = Outcome(), [], []
+    outcome, said, seen, probed = Outcome(), [], [], False
     with store.session():
-        for attempt in range(1, 2 * releases + 1):
+        for _ in range(2 * releases):
             if len(outcome.published) == releases:
                 break
             release_id = len(seen) + 1
-            step = state if release_id == 1 else _step(store, case, state, people, rng, rows, seen)
             attributes = case.attributes[(release_id - 1) % len(case.attributes)]
-            before = _fingerprint(store)
-            try:
-                summary = pipeline.release_next(store, step.rows, attributes)
-            except NotPublishable as exc:
-                _check_refusal(store, name, release_id, exc, before)
-                outcome.refusals.append((attempt, str(exc)))
-                said.append(str(exc))
+            if case.refused is not None and release_id == REFUSED_AT and not probed:
+                probed = True
+                published, message = _attempt(store, name, release_id, case.refused(state.rows, spec.sensitive),
+                                              attributes)
+                said.append(message)
+                if published:
+                    raise ContractViolation(f"{name}, release {release_id}: published a table Case.refused says "
+                                            "the model refuses")
+                outcome.refusals.append((release_id, message))
                 continue
-            except Exception as exc:
-                raise ContractViolation(f"{name}, release {release_id}: {type(exc).__name__}: {exc}") from exc
-            if summary["outcome"] != "published" or summary["release_id"] != release_id:
-                raise ContractViolation(f"{name}, release {release_id}: a changed table was {summary['outcome']} "
-                                        f"as release {summary['release_id']}")
+            step = state if release_id == 1 else _step(store, case, state, people, rng, rows, seen)
+            published, message = _attempt(store, name, release_id, step.rows, attributes)
+            said.append(message)
+            if not published:
+                outcome.refusals.append((release_id, message))
+                continue
             _count(store, spec.sensitive, state.rows, step.rows, seen, outcome)
             seen.append(pd.Index(step.rows[spec.id]))
-            said.append(repr(summary))
             outcome.published.append(release_id)
             state = step
         if len(outcome.published) < releases:
@@ -253,6 +290,25 @@ def run_contract(path: str | Path, case: Case, id_kind: str = "text", releases: 
     if leaked:
         raise ContractViolation(f"{name}: {len(leaked)} id(s) appear outside the private schema, e.g. {leaked[0]!r}")
     return outcome
+
+
+def _attempt(store: ReleaseStore, name: str, release_id: int, rows: pd.DataFrame,
+             attributes: Sequence[str] | None) -> tuple[bool, str]:
+    """Publish ``rows`` as release ``release_id``: (True, the summary as text) when it published, (False, the
+    model's message) when the model refused. ContractViolation for any other outcome: another exception, a refusal by the judge, a refusal that changed
+    the published schema, a changed table found unchanged."""
+    before = _fingerprint(store)
+    try:
+        summary = pipeline.release_next(store, rows, attributes)
+    except NotPublishable as exc:
+        _check_refusal(store, name, release_id, exc, before)
+        return False, str(exc)
+    except Exception as exc:
+        raise ContractViolation(f"{name}, release {release_id}: {type(exc).__name__}: {exc}") from exc
+    if summary["outcome"] != "published" or summary["release_id"] != release_id:
+        raise ContractViolation(f"{name}, release {release_id}: a changed table was {summary['outcome']} as "
+                                f"release {summary['release_id']}")
+    return True, repr(summary)
 
 
 def _people(case: Case, ids: Callable[[np.ndarray], np.ndarray], id_column: str,
@@ -277,7 +333,8 @@ def _step(store: ReleaseStore, case: Case, state: _Table, people: Callable[[np.n
         if (len(seen) + 1) % 3 == 0:
             leaving = np.union1d(leaving, np.flatnonzero(rows[spec.id].isin(_group_to_leave(store, seen, rng))))
         back = np.zeros(len(away), dtype=bool)
-        back[rng.choice(len(away), min(size // 20, len(away)), replace=False)] = True
+        if case.returners:
+            back[rng.choice(len(away), min(size // 20, len(away)), replace=False)] = True
         kept = np.ones(len(rows), dtype=bool)
         kept[leaving] = False
         rows, away = (pd.concat([rows[kept], away[back]], ignore_index=True),
