@@ -7,16 +7,17 @@ by zero padding, UUID strings):
 - every release publishes, or is refused by the model itself (a ``NotPublishable`` raised before a candidate
   exists, never a failed judge check nor any other exception); a refusal leaves the published releases as they
   were and the next release publishes;
-- the judge as ``pipeline.judge`` ran it at each release (through its window; the manifest's checks) agrees with
-  the judge run from scratch on the complete history up to that release;
-- the model's verifiers hold on the complete history;
+- the judge as ``pipeline.judge`` ran it at a release (through its window; the manifest's checks) agrees with
+  the judge run from scratch on the complete history up to that release (every ``judge_every``-th release and
+  the last), and the model's verifiers hold on that complete history;
 - no identifier appears in a refusal message, a release summary, the manifest, the ``published`` schema, a
   report's summary or its public violations (``pipeline.public_violations``).
 
 The stream (``Case``) holds inserts every release and, for a model that supports them, deletions, people who
 come back after an absence (with their old rows), a whole group of the last release leaving (one that hosted a
 newcomer of that release when there is one), sensitive-value updates within the model's candidate update sets,
-and attribute subsets for a vertical model. A third-party model runs the contract from its own tests::
+attribute subsets for a vertical model, and once a table the model must refuse. A third-party model runs the
+contract from its own tests::
 
     from dagster_privrelease.testing.contract import Case, run_contract
 
@@ -251,7 +252,8 @@ def run_contract(path: str | Path, case: Case, id_kind: str = "text", releases: 
     name = f"{spec.model.name} ({id_kind} ids)"
     store = ReleaseStore(path, spec)
     rng = np.random.default_rng(seed)
-    people = _people(case, ID_KINDS[id_kind], spec.id, rng)
+    ids = ID_KINDS[id_kind]
+    people = _people(case, ids, spec.id, rng)
     state = _Table(people(np.arange(rows)), people(np.arange(0)), rows)
     outcome, said, seen, probed = Outcome(), [], [], False
     with store.session():
@@ -264,16 +266,17 @@ def run_contract(path: str | Path, case: Case, id_kind: str = "text", releases: 
                 probed = True
                 published, message = _attempt(store, name, release_id, case.refused(state.rows, spec.sensitive),
                                               attributes)
-                said.append(message)
                 if published:
                     raise ContractViolation(f"{name}, release {release_id}: published a table Case.refused says "
                                             "the model refuses")
+                _no_ids(name, [message], ids(np.arange(state.next_number)))
                 outcome.refusals.append((release_id, message))
                 continue
             step = state if release_id == 1 else _step(store, case, state, people, rng, rows, seen)
             published, message = _attempt(store, name, release_id, step.rows, attributes)
             said.append(message)
             if not published:
+                _no_ids(name, [message], ids(np.arange(step.next_number)))
                 outcome.refusals.append((release_id, message))
                 continue
             _count(store, spec.sensitive, state.rows, step.rows, seen, outcome)
@@ -286,9 +289,7 @@ def run_contract(path: str | Path, case: Case, id_kind: str = "text", releases: 
         said += _judged_again(store, name, judge_every)
         said.append(store.manifest().to_csv())
         said += _published_text(store)
-    leaked = _ids_in(said, ID_KINDS[id_kind](np.arange(state.next_number)))
-    if leaked:
-        raise ContractViolation(f"{name}: {len(leaked)} id(s) appear outside the private schema, e.g. {leaked[0]!r}")
+    _no_ids(name, said, ids(np.arange(state.next_number)))
     return outcome
 
 
@@ -466,9 +467,11 @@ def _judged_again(store: ReleaseStore, name: str, every: int) -> list[str]:
     return text
 
 
-def _ids_in(texts: Iterable[str], ids: np.ndarray) -> list[str]:
-    """The ids that occur as a word (letters, digits and dashes) in any of ``texts``."""
+def _no_ids(name: str, texts: Iterable[str], ids: np.ndarray) -> None:
+    """ContractViolation when one of ``ids`` occurs as a word (letters, digits and dashes) in one of ``texts``."""
     words = set()
     for text in texts:
         words.update(re.findall(r"[0-9A-Za-z][0-9A-Za-z-]*", text))
-    return [str(i) for i in ids if str(i) in words]
+    leaked = [str(i) for i in ids if str(i) in words]
+    if leaked:
+        raise ContractViolation(f"{name}: {len(leaked)} id(s) appear outside the private schema, e.g. {leaked[0]!r}")

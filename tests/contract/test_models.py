@@ -1,6 +1,7 @@
 """The model contract (``dagster_privrelease.testing.contract``) over every registered model and every kind of
 identifier: ``make test`` runs a 12-release stream with text ids and a 5-release one with each other id kind;
-``make test-slow`` runs 20 releases of 300 rows with every id kind, the judge re-run at every release."""
+``make test-slow`` runs 20 releases of 300 rows with every id kind. The judge is run again from scratch on the
+complete history at every 4th (5th) release and the last."""
 
 from __future__ import annotations
 
@@ -85,12 +86,19 @@ def test_the_model_keeps_the_contract(tmp_path, name, kind):
 @pytest.mark.parametrize(("name", "kind"), cases())
 def test_the_model_keeps_the_contract_on_a_long_stream(tmp_path, name, kind):
     case = case_for(name)
-    check(run_contract(tmp_path / "s.duckdb", case, kind, releases=20, rows=300, seed=7), case, 20)
+    check(run_contract(tmp_path / "s.duckdb", case, kind, releases=20, rows=300, seed=7, judge_every=5), case, 20)
 
 
 @pytest.mark.parametrize("name", sorted(REST))
 def test_a_broken_model_keeps_the_rest_of_the_contract(tmp_path, name):
     check(run_contract(tmp_path / "s.duckdb", REST[name], "text", judge_every=4), REST[name], 12)
+
+
+@pytest.mark.xfail(strict=True, raises=ContractViolation, reason="m_invariance's refusal of sensitive-value "
+                   "updates names the ids (m_invariance.py)")
+def test_the_refusals_of_m_invariance_name_no_id(tmp_path):
+    run_contract(tmp_path / "s.duckdb", dataclasses.replace(REST["m_invariance"], refused=CASES["m_invariance"].refused),
+                 "padded", releases=REFUSED_AT)
 
 
 def test_ids_that_differ_only_by_padding_are_different_people():
@@ -111,7 +119,7 @@ def test_a_refusal_that_names_a_person_breaks_the_contract(tmp_path):
     with models.registered(dataclasses.replace(l_diversity, name="leaky", publish=publish)):
         with pytest.raises(ContractViolation, match=r"leaky \(text ids\): 1 id\(s\) appear outside the private"):
             run_contract(tmp_path / "s.duckdb", Case({"name": "leaky", "l": 2}), "text", releases=3)
-    assert len(calls) == 4, "the refused release was followed by one that published"
+    assert len(calls) == 3, "the refusal was caught when it was made"
 
 
 def test_a_candidate_the_judge_refuses_breaks_the_contract(tmp_path):
