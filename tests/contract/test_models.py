@@ -20,6 +20,7 @@ from dagster_privrelease.testing.contract import (
     REFUSED_AT,
     Case,
     ContractViolation,
+    Outcome,
     case_for,
     padded_ids,
     run_contract,
@@ -60,7 +61,7 @@ def cases() -> list:
             for name in models.names() for kind in ID_KINDS]
 
 
-def check(outcome, case: Case, releases: int) -> None:
+def check(outcome: Outcome, case: Case, releases: int) -> None:
     """The stream held what its case says it holds."""
     assert outcome.published == list(range(1, releases + 1))
     if case.deletes and releases >= 4:
