@@ -119,7 +119,7 @@ def loaded(what: str, load: Callable[[], T]) -> T | None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> None:
-    """Print a result table (rich), with an optional note under it."""
+    """Print a result table (rich), with an optional note under it, and keep it in ``RESULTS`` for the docs page."""
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right")
