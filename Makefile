@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: install demo test test-slow bench lint clean
+.PHONY: install demo test test-slow bench lint docs clean
 
 install: $(STAMP)
 
@@ -13,6 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The docs extra (MkDocs, Material, mkdocstrings) on top of the same install; `make test` does not need it.
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/privrelease demo
@@ -24,12 +30,17 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
+# Rewrites docs/benchmarks/bench_<name>.md, the Benchmarks page's sections, from the figures it prints.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# The site, into site/: --strict turns every warning (a broken link, a docstring griffe cannot read) into a failure.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(STAMP)
-	$(BIN)/ruff check dagster_privrelease assets tests benchmarks
+	$(BIN)/ruff check dagster_privrelease assets tests benchmarks docs/hooks
 	$(BIN)/pyright
 
 clean:
-	rm -rf $(VENV) .venv-peer .pytest_cache
+	rm -rf $(VENV) .venv-peer .pytest_cache site

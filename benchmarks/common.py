@@ -1,14 +1,20 @@
 """Helpers shared by the benchmarks: timing, the peer tools' own virtual environments, and result tables.
 
-A figure that cannot be measured (no data, no peer) is skipped with a printed reason, never silently.
+A figure that cannot be measured (no data, no peer) is skipped with a printed reason, never silently. Every table
+printed and every skip is also kept in ``RESULTS``, from which ``python -m benchmarks`` writes each benchmark's
+section of the docs' Benchmarks page (``page``).
 """
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,11 +22,24 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dagster_privrelease.errors import DatasetUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 console = Console() if sys.stdout.isatty() else Console(width=160)  # a log keeps whole rows
+
+
+@dataclass
+class Results:
+    """What one benchmark printed: its tables (title, columns, rows, note) and its skips (what, reason)."""
+
+    tables: list[tuple[str, list[str], list[list[str]], str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+#: The tables and skips printed since the last ``Results()`` reset (``benchmarks.__main__`` resets it per module).
+RESULTS = Results()
 
 
 class PeerUnavailable(RuntimeError):
@@ -83,6 +102,7 @@ def figure(value: float | None, digits: int = 3) -> str:
 def skip(what: str, reason: str) -> None:
     """Say that a figure is skipped, and why."""
     console.print(f"[yellow]skipped[/yellow] {what}: {reason}")
+    RESULTS.skipped.append((what, reason))
 
 
 T = TypeVar("T")
@@ -99,7 +119,7 @@ def loaded(what: str, load: Callable[[], T]) -> T | None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> None:
-    """Print a result table (rich), with an optional note under it."""
+    """Print a result table (rich), with an optional note under it, and keep it in ``RESULTS`` for the docs page."""
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right")
@@ -108,6 +128,42 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     console.print(table)
     if note:
         console.print(note)
+    RESULTS.tables.append((title, list(columns), [[str(cell) for cell in row] for row in rows], note))
+
+
+def machine() -> str:
+    """One line naming this machine: processor, cores, load average, OS and Python."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "-"
+    return (f"{cpu}, {os.cpu_count()} cores, load average {load}; {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def _plain(text: str) -> str:
+    """Console markup removed, and a table cell's pipes escaped."""
+    return Text.from_markup(text).plain.replace("|", "\\|").replace("\n", " ")
+
+
+def page(name: str, results: Results, seconds: float, when: datetime.datetime | None = None) -> str:
+    """The markdown section of benchmark ``name`` for the docs' Benchmarks page: when and where it ran, how long it
+    took, every table it printed and every figure it skipped, with the reason."""
+    when = when or datetime.datetime.now(datetime.UTC)
+    lines = [f"### `{name}`", "", f"`python -m benchmarks {name.removeprefix('bench_')}`, run "
+             f"{when:%Y-%m-%d %H:%M} UTC in {seconds:.0f} s on {machine()}.", ""]
+    for title, columns, rows, note in results.tables:
+        lines += [f"**{_plain(title)}**", "", "| " + " | ".join(_plain(c) for c in columns) + " |",
+                  "|" + "---|" * len(columns), *("| " + " | ".join(_plain(c) for c in row) + " |" for row in rows), ""]
+        if note:
+            lines += [_plain(note), ""]
+    lines += [f"- skipped {_plain(what)}: {_plain(reason)}" for what, reason in results.skipped]
+    if not results.tables and not results.skipped:
+        lines.append("No table was printed.")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def peer_python(venv: str, requirement: str) -> Path:
