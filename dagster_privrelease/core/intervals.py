@@ -103,7 +103,8 @@ def overlapping_pairs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """All pairs ``(i, j)`` of boxes that intersect on every column: ``alo[i] <= bhi[j]`` and ``blo[j] <= ahi[i]``.
 
-    ``alo, ahi``: (n, d); ``blo, bhi``: (g, d), inclusive bounds. A point is a box with ``lo == hi``.
+    ``alo, ahi``: (n, d); ``blo, bhi``: (g, d), inclusive bounds. A point is a box with ``lo == hi``. With d = 0
+    (boxes on no column) every pair intersects.
 
     Method: an interval join on one column, then an exact filter on all. The b-boxes are split into width
     classes (within a class widths differ at most twice); per class they are sorted by lower bound and each
@@ -113,6 +114,9 @@ def overlapping_pairs(
     """
     if len(alo) == 0 or len(blo) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
+    if alo.shape[1] == 0:  # boxes on no column: every pair intersects
+        i, j = np.divmod(np.arange(len(alo) * len(blo), dtype=np.int64), len(blo))
+        return i, j
     plans = [_stab_plan(alo, ahi, blo, bhi, k) for k in range(alo.shape[1])]
     order = sorted(range(len(plans)), key=lambda k: plans[k][0])
     return _expand(plans[order[0]][1], alo, ahi, blo, bhi, order)

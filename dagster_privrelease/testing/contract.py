@@ -120,6 +120,7 @@ class Case:
     people:     ``(count, rng) -> rows`` of new people, every column of ``spec`` but the id.
     deletes:    the stream deletes people and lets whole groups leave (False: insertions only, for a model that
                 refuses deletions by design).
+    inserts:    newcomers arrive every release (False: the same people throughout, for a model of one table).
     returners:  with ``deletes``, people who left come back after an absence, with their old rows.
     updates:    people change their sensitive value, within ``model.update_sets`` (every value when absent).
     attributes: the attribute subsets of consecutive releases, cycled (None: every quasi-identifier).
@@ -132,6 +133,7 @@ class Case:
     spec: Mapping[str, Any] = field(default_factory=lambda: dict(CLINIC))
     people: Callable[[int, np.random.Generator], pd.DataFrame] = clinic_people
     deletes: bool = True
+    inserts: bool = True
     returners: bool = True
     updates: bool = False
     attributes: tuple[tuple[str, ...] | None, ...] = (None,)
@@ -160,6 +162,13 @@ def _outside_cus(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
     return changed
 
 
+def _inserted(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
+    """One more person: a copy of the first row under an id no one has (the largest id, doubled: text or number)."""
+    ident = rows.columns[0]
+    extra = rows.iloc[[0]].assign(**{ident: [rows[ident].max() * 2]})
+    return pd.concat([rows, extra], ignore_index=True)
+
+
 def _deleted(rows: pd.DataFrame, sensitive: str) -> pd.DataFrame:
     """Three people deleted."""
     return rows.iloc[3:]
@@ -186,9 +195,11 @@ CASES: dict[str, Case] = {
         note="insertions only, a different attribute subset each release; refuses a deletion (the model supports "
              "insertions only by design, Shmueli-Tassa §5.3)"),
     "xy_privacy": Case(
-        {"name": "xy_privacy", "X": ["age", "sex", "region"], "Y": [], "k": 2}, attributes=(None, *_SUBSETS[:3]),
-        note="inserts, deletes, returners, groups leaving, a different attribute subset each release; the join "
-             "k-anonymous on X (Y: [], Wang-Fung §5.4 Case 4, Example 1's requirement)"),
+        {"name": "xy_privacy", "X": ["age", "sex", "region"], "Y": [], "k": 2}, deletes=False, inserts=False,
+        attributes=(None, *_SUBSETS[:3]), refused=_inserted,
+        note="one table, a different attribute subset each release; the join k-anonymous on X (Y: [], Wang-Fung "
+             "§5.4 Case 4, Example 1's requirement); refuses a table with a newcomer (Wang-Fung release projections "
+             "of one table, §1.2)"),
 }
 
 
@@ -340,7 +351,7 @@ def _step(store: ReleaseStore, case: Case, state: _Table, people: Callable[[np.n
         kept[leaving] = False
         rows, away = (pd.concat([rows[kept], away[back]], ignore_index=True),
                       pd.concat([away[~back], rows[~kept]], ignore_index=True))
-    newcomers = max(size // 12, 2)
+    newcomers = max(size // 12, 2) if case.inserts else 0
     rows = pd.concat([rows, people(np.arange(state.next_number, state.next_number + newcomers))], ignore_index=True)
     if case.updates:
         rows = _updated(rows, spec.sensitive, case.model.get("update_sets") or {}, rng, size // 20)

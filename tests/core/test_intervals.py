@@ -146,3 +146,11 @@ def test_contained_union_on_edges_and_without_columns():
     got = unpack_bits(intervals.contained_union(np.zeros((3, 0)), lo[:, :0], hi[:, :0], pack_bits(flags)), 3)
     np.testing.assert_array_equal(got, np.ones((3, 3), dtype=bool))
     assert intervals.contained_union(np.zeros((0, 2)), lo, hi, pack_bits(flags)).shape == (0, 1)
+
+
+def test_overlapping_pairs_of_boxes_on_no_column_is_every_pair():
+    """d = 0 (two releases of a vertical history with no attribute in common): every pair, as the brute force
+    over no column gives."""
+    a, b = np.zeros((3, 0)), np.zeros((2, 0))
+    i, j = intervals.overlapping_pairs(a, a, b, b)
+    assert sorted(zip(i.tolist(), j.tolist(), strict=True)) == [(x, y) for x in range(3) for y in range(2)]

@@ -61,9 +61,12 @@ class _Tally:
     status: int
 
 
-def _hosting_classes(history: History, release_id: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+def _hosting_classes(history: History, release_id: int, values: bool = True
+                     ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
     """Hosting class of each individual of release j, and the class boxes and value counts (``class_boxes``).
-    O(rows of release j, log)."""
+    ``values`` False (a pair of releases of which one leaves the sensitive attribute out): one count per class,
+    its rows, as if every row had the same value: the adversary cannot tell the records of a class apart by
+    value, and the cracks come from the classes' sizes alone. O(rows of release j, log)."""
     spec = history.spec
     assert history.hosting is not None
     classes = release_classes(history, release_id)
@@ -71,7 +74,14 @@ def _hosting_classes(history: History, release_id: int) -> tuple[pd.DataFrame, n
     host = history.hosting[history.hosting["release_id"] == release_id]
     frame = pd.DataFrame({spec.id: host[spec.id].to_numpy(),
                           "cls": index.reindex(host["group_id"].to_numpy(np.float64)).to_numpy()})
-    return frame, classes.lo, classes.hi, classes.counts(len(spec.sensitive_values))
+    counts = (classes.counts(len(spec.sensitive_values)) if values
+              else np.bincount(classes.label, minlength=len(classes.lo)).astype(np.float64)[:, None])
+    return frame, classes.lo, classes.hi, counts
+
+
+def _both_publish_values(history: History, before: int, after: int) -> bool:
+    """Both releases publish the sensitive attribute (``Classes.sensitive``). O(1) after ``release_classes``."""
+    return release_classes(history, before).sensitive and release_classes(history, after).sensitive
 
 
 def _crack(both: pd.DataFrame, c1: np.ndarray, c2: np.ndarray, side: int) -> np.ndarray:
@@ -91,8 +101,9 @@ def _bcf_rows(side: int) -> PairRows:
         """Forward / cross rows of one pair of consecutive releases. O(n_before + n_after, log; users x
         values)."""
         spec = history.spec
-        h1, _, _, c1 = _hosting_classes(history, before)
-        h2, _, _, c2 = _hosting_classes(history, after)
+        values = _both_publish_values(history, before, after)
+        h1, _, _, c1 = _hosting_classes(history, before, values)
+        h2, _, _, c2 = _hosting_classes(history, after, values)
         both = h1.merge(h2, on=spec.id, suffixes=("1", "2"))
         crack = _crack(both, c1, c2, side)
         size = (c1 if side == 1 else c2).sum(axis=1).astype(np.int64)[both[f"cls{side}"].to_numpy()]
@@ -104,15 +115,21 @@ def _bcf_rows(side: int) -> PairRows:
 
 def _backward_rows(history: History, before: int, after: int) -> pd.DataFrame:
     """Backward rows (Theorem 5) of one pair of consecutive releases: every user new in ``after``. Class-box
-    overlaps use ``intervals.overlapping_pairs``; the two hops are sparse products. O(overlaps + values x
+    overlaps use ``intervals.overlapping_pairs``, on the attributes both releases publish; the two hops are sparse products. O(overlaps + values x
     overlaps^2 / classes) at worst."""
     spec = history.spec
-    h1, lo1, hi1, c1 = _hosting_classes(history, before)
-    h2, lo2, hi2, c2 = _hosting_classes(history, after)
+    values = _both_publish_values(history, before, after)
+    h1, lo1, hi1, c1 = _hosting_classes(history, before, values)
+    h2, lo2, hi2, c2 = _hosting_classes(history, after, values)
     new = h2[~h2[spec.id].isin(h1[spec.id])]
     if not len(new):
         return _empty_rows(history)
-    i, j = overlapping_pairs(lo1, hi1, lo2, hi2)
+    # a vertical history publishes other attributes in each release: an attribute one of them leaves out
+    # constrains nothing, so class boxes are compared on the attributes both publish
+    names1, names2 = release_classes(history, before).names, release_classes(history, after).names
+    k1 = [names1.index(a) for a in names1 if a in names2]
+    k2 = [names2.index(a) for a in names1 if a in names2]
+    i, j = overlapping_pairs(lo1[:, k1], hi1[:, k1], lo2[:, k2], hi2[:, k2])
     overlap = sparse.csr_matrix((np.ones(len(i)), (i, j)), shape=(len(lo1), len(lo2)))
     g1 = np.asarray((overlap.T @ sparse.csr_matrix(c1)).todense())  # (Q2, s): |G1|
     g2 = np.zeros_like(g1)

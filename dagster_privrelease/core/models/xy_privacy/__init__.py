@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ....errors import SpecError
+from ....errors import NotPublishable, SpecError
 from ...grouping import released_attributes
 from ...hierarchy import interval_labels
 from ...judge.history import Bound, History, Report
@@ -240,6 +240,32 @@ def _range(spec: BoundSpec, name: str, value: str, vocabulary: _Vocabulary) -> t
 # ------------------------------------------------------------------------------------------------------ publish
 
 
+def refuse_another_table(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease) -> None:
+    """NotPublishable, counting people and naming no one, when the validated ``snapshot`` is not the table the
+    earlier releases projected (``previous.snapshot``): someone inserted or deleted, or a value changed. Wang-Fung
+    release projections of one table (§1.2, §2: T1 and T2, ..., Tp are projections of the same records); the
+    join an adversary makes (§3.3), and so (X, Y)-privacy, is defined over those records. A table that changes
+    needs a model for dynamic tables, in a new store. O(rows x columns)."""
+    before, ident = previous.snapshot, spec.id
+    now_ids, before_ids = pd.Index(snapshot[ident]), pd.Index(before[ident])
+    inserted, deleted = int((~now_ids.isin(before_ids)).sum()), int((~before_ids.isin(now_ids)).sum())
+    changed = 0
+    if not inserted and not deleted:
+        rows = before_ids.get_indexer(now_ids)
+        common = [c for c in snapshot.columns if c != ident and c in before.columns]
+        differs = np.zeros(len(snapshot), dtype=bool)
+        for column in common:
+            differs |= before[column].astype(str).to_numpy()[rows] != snapshot[column].astype(str).to_numpy()
+        changed = int(differs.sum())
+    if inserted or deleted or changed:
+        raise NotPublishable(
+            f"the snapshot is not the table of release {previous.release_id} ({inserted} inserted, {deleted} "
+            f"deleted, {changed} changed): (X, Y)-privacy releases projections of one table (Wang-Fung §1.2, §2), "
+            "and the join an adversary makes is over its records; publish the same rows, or protect a table "
+            "that changes with m_invariance, m_distinct or sequential_l_diversity in a new store"
+        )
+
+
 def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator
             ) -> Release:
     """Model ``xy_privacy``: T1 from the validated ``snapshot`` under ``spec`` (restricted to the release's
@@ -249,9 +275,11 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     Output: a homogeneous release, one group per distinct published box (a Tree1 partition refined by the
     quasi-identifiers outside X), ``group_id`` 1..g in the order of the boxes' lower corners, rows shuffled
     with ``rng``. Raises NotPublishable (Corollary 4.2) when even the most generalised T1 violates the
-    requirement, SpecError when X, Y or a rule names nothing the releases hold. Deterministic. Cost: building
+    requirement or when T(n) is not the table of the earlier releases (``refuse_another_table``), SpecError when X, Y or a rule names nothing the releases hold. Deterministic. Cost: building
     Tree1 and Tree_i is O(|T1| + Σ|T_i|); TDS4SA as ``tds4sa.tds4sa``.
     """
+    if previous is not None:
+        refuse_another_table(snapshot, spec, previous)
     params = spec.model.params
     kind, k = params["kind"], float(params["k"])
     earlier = previous.earlier if previous is not None and previous.earlier is not None else pd.DataFrame()
