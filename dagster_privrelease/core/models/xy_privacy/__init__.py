@@ -35,7 +35,9 @@ Choices where the paper leaves room:
   matched on equality (the judge reads it the same way, as ``verify`` passes it those taxonomies only).
 - Several earlier releases are joined to T1 as the star join of §7 (each T_i matched against T1); the judge's
   checker takes two tables, so ``verify`` checks T1 against each earlier release in turn (X and Y restricted to
-  the two), which is weaker than the star join TDS4SA enforces.
+  the two). That is not weaker: an adversary may join T1 with one earlier release alone, and that join can hold
+  fewer records per x than the star join, so from the fourth release the judge refuses some of TDS4SA's
+  candidates (a known gap: TDS4SA does not keep every sub-join valid).
 - (X, Y)-linkability needs Y in one release only (Lemma 4.2, Corollary 4.1); anonymity accepts Y anywhere
   (Lemma 4.1). X and Y may not share an attribute name.
 """
