@@ -98,7 +98,7 @@ def through_the_sensor(spec_path: Path, db: Path, tmp_path: Path):
     to the next tick), and the one run it requests executed as the daemon's launcher would; the run must
     succeed."""
     spec = load_spec(spec_path)
-    source = tmp_path / "source.duckdb"
+    source = tmp_path / "data.duckdb"  # not source.duckdb: DuckDB names the database after the file
     defs = release_definitions(spec_path, db, DuckDBTableSource(database=str(source), table="source.people"))
     home = tmp_path / "dagster_home"
     home.mkdir()

@@ -277,8 +277,9 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     Output: a homogeneous release, one group per distinct published box (a Tree1 partition refined by the
     quasi-identifiers outside X), ``group_id`` 1..g in the order of the boxes' lower corners, rows shuffled
     with ``rng``. Raises NotPublishable (Corollary 4.2) when even the most generalised T1 violates the
-    requirement or when T(n) is not the table of the earlier releases (``refuse_another_table``), SpecError when X, Y or a rule names nothing the releases hold. Deterministic. Cost: building
-    Tree1 and Tree_i is O(|T1| + Σ|T_i|); TDS4SA as ``tds4sa.tds4sa``.
+    requirement or when T(n) is not the table of the earlier releases (``refuse_another_table``), SpecError when
+    X, Y or a rule names nothing the releases hold. Deterministic. Cost: building Tree1 and Tree_i is
+    O(|T1| + Σ|T_i|); TDS4SA as ``tds4sa.tds4sa``.
     """
     if previous is not None:
         refuse_another_table(snapshot, spec, previous)
