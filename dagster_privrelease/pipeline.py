@@ -37,6 +37,7 @@ from .core import models
 from .core.encoding import qi_values
 from .core.hierarchy import interval_labels
 from .core.judge.history import History, IncompleteHistory, Report
+from .core.judge.run import attack_history, verify_history
 from .core.judge.utility import summarise
 from .core.models.recorded import RECORDED
 from .core.release import PreviousRelease, Release, release_rng
@@ -362,7 +363,7 @@ def _judge(store: ReleaseStore, history: History) -> list[Report]:
     kept = dict(history.candidate_sets)  # read back from the store: only sets computed now are saved
     model = models.descriptor(history.spec.model.name)
     reports = []
-    for kind, found in (("guarantee", models.verify_history(history)), ("attack", models.attack_history(history))):
+    for kind, found in (("guarantee", verify_history(history)), ("attack", attack_history(history))):
         for report in found:
             report.summary["kind"] = kind
             report.summary["blocking"] = kind == "guarantee" or model.across_releases

@@ -754,3 +754,6 @@ MODEL = ModelDescriptor(
     previous_columns=previous_columns,
     returning=True,
 )
+
+#: What this module registers (``registry.BUILTIN``).
+MODELS = (MODEL,)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from dagster_privrelease import cli, pipeline
 from dagster_privrelease.core import models
 from dagster_privrelease.core.judge.history import Bound
+from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.judge.verifiers import verify_k_anonymity
 from dagster_privrelease.core.models import ModelDescriptor, Param
 from dagster_privrelease.core.release import PreviousRelease, Release, build_release
@@ -88,8 +89,8 @@ def test_a_registered_model_publishes_and_is_judged_by_the_pipeline(toy, tmp_pat
     assert (first["groups"], second["groups"]) == (1, 1)
     assert first["checks"]["k_anonymity"] and second["checks"]["k_anonymity"]
     history = store.history()
-    assert all(r.ok for r in models.verify_history(history))
-    assert {r.name for r in models.attack_history(history)} >= {"intersection", "forward"}
+    assert all(r.ok for r in verify_history(history))
+    assert {r.name for r in attack_history(history)} >= {"intersection", "forward"}
 
 
 def test_a_registered_model_runs_through_dagster_and_the_cli(toy, tmp_path):

@@ -138,3 +138,6 @@ MODEL = ModelDescriptor(
         for name in ("intersection", "equivalence")
     },
 )
+
+#: What this module registers (``registry.BUILTIN``).
+MODELS = (MODEL,)

@@ -183,3 +183,6 @@ MODEL = ModelDescriptor(
                   "inserted batch (§5.2); private", run=run_possible_worlds,
                   views={"possible_world": possible_world_view}),),
 )
+
+#: What this module registers (``registry.BUILTIN``).
+MODELS = (MODEL,)

@@ -536,3 +536,6 @@ MODEL = ModelDescriptor(
     reads="all",
     check_spec=check_spec,
 )
+
+#: What this module registers (``registry.BUILTIN``).
+MODELS = (MODEL,)
