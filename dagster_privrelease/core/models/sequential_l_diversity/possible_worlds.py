@@ -39,7 +39,7 @@ from ...encoding import encode, sensitive_codes
 from ...release import PreviousRelease
 from ...spec import BoundSpec, rows_text
 from .. import mondrian
-from ..m_invariance import eligible_cap
+from ..kernels.buckets import eligible_cap
 from .information_loss import InformationLoss
 
 #: The compact form's column naming an individual's source tuple (eq. (5)); the judge's ``worlds_from_permutations``
