@@ -75,7 +75,7 @@ from ..judge.history import Bound, History
 from ..release import PreviousRelease, Release, build_release
 from ..spec import BoundSpec
 from . import mondrian
-from .base import ModelDescriptor, Param, PreviousPart
+from .base import HELD_BACK, ModelDescriptor, Param, PreviousPart
 from .kernels.buckets import buckets_of, hold_back_mask, refuse_unless_eligible
 from .kernels.hosts import last_groups
 from .kernels.split import normalised, number_groups, split
@@ -105,7 +105,7 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     else:
         refuse_unless_eligible(codes[new], m, spec)
         held = np.zeros(len(snapshot), dtype=bool)
-    state = {"held_back": snapshot.loc[held, [spec.id]].reset_index(drop=True)} if hold_back else {}
+    state = {HELD_BACK: snapshot.loc[held, [spec.id]].reset_index(drop=True)} if hold_back else {}
     if held.all():
         raise NotPublishable(
             f"every one of the {len(snapshot)} tuples would be held back (the new tuples have fewer than m={m} "
@@ -189,7 +189,7 @@ def judged(history: History) -> History:
     """The history as the judge reads it: the tuples a release held back (``state["held_back"]``, module
     docstring) are not in that release's T(j), so their judged lifespan starts when a release publishes them,
     which is what ``hold_back`` guarantees against."""
-    held = history.states.get("held_back")
+    held = history.states.get(HELD_BACK)
     if held is None or not len(held) or history.snapshots is None:
         return history
     ident = history.spec.id
@@ -203,7 +203,7 @@ MODEL = ModelDescriptor(
     name="m_invariance",
     paper="Xiao & Tao, m-invariance, SIGMOD 2007 (§4: counterfeited generalisation)",
     params={
-        "m": Param(int, 2, help="every group has m tuples with pairwise different sensitive values"),
+        "m": Param(int, minimum=2, help="every group has m tuples with pairwise different sensitive values"),
         "hold_back": Param(bool, default=False),
         "categorical": Param(str, default="interval", choices=("interval", "node")),
         "first_release": Param(str, default="counterfeited", choices=("counterfeited", "mondrian")),

@@ -351,7 +351,7 @@ MODELS = (
     ModelDescriptor(
         name="k_anonymity",
         paper="Mondrian (LeFevre et al. 2006), as used in all the papers",
-        params={"k": Param(int, 2, help="the fewest rows of a QI group")},
+        params={"k": Param(int, minimum=2, help="the fewest rows of a QI group")},
         publish=publish_k_anonymity,
         verify=verify.verify_k_anonymity,
         bound=_bound_k,
@@ -362,7 +362,7 @@ MODELS = (
         name="l_diversity",
         paper="Mondrian with l-diverse groups; frequency form of Shmueli-Tassa Def. 2.3",
         params={
-            "l": Param(int, 2, help="the fewest distinct sensitive values a group is linked to"),
+            "l": Param(int, minimum=2, help="the fewest distinct sensitive values a group is linked to"),
             "form": Param(str, default="frequency", choices=FORMS),
         },
         publish=publish_l_diversity,

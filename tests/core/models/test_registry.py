@@ -7,6 +7,8 @@ one group, the coarsest k-anonymous release there is.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,7 +38,7 @@ def publish_one_group(
 TOY = ModelDescriptor(
     name="toy_one_group",
     paper="none: a test double",
-    params={"k": Param(int, 2, maximum=1000, help="the fewest rows of the one group")},
+    params={"k": Param(int, minimum=2, maximum=1000, help="the fewest rows of the one group")},
     publish=publish_one_group,
     verify=verify_k_anonymity,
     bound=lambda params: Bound(values=2, tuples=int(params["k"])),
@@ -108,3 +110,18 @@ def test_a_registered_model_runs_through_dagster_and_the_cli(toy, tmp_path):
     verified = runner.invoke(cli.app, ["verify", "--spec", str(spec_path), "--db", str(db)])
     assert verified.exit_code == 0, verified.output
     assert ReleaseStore(db, parse_spec(raw({"name": "toy_one_group", "k": 3}))).release_ids() == [1, 2]
+
+
+def test_a_model_naming_an_unknown_attack_is_refused_at_registration():
+    leaky = dataclasses.replace(TOY, name="toy_skips", skipped_attacks={"no_such_attack": "why not"})
+    with pytest.raises(ValueError, match=r"model 'toy_skips': skipped_attacks names unknown attack\(s\) "
+                                         r"\['no_such_attack'\]"):
+        models.register(leaky)
+    assert models.find("toy_skips") is None
+
+
+def test_a_param_bound_is_a_keyword_never_a_positional_default():
+    with pytest.raises(TypeError):
+        Param(int, 2)  # pyright: ignore[reportCallIssue]  # reads as a default: the minimum is minimum=2
+    param = Param(int, minimum=2)
+    assert (param.minimum, param.default) == (2, None)

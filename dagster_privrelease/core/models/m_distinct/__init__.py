@@ -120,7 +120,7 @@ MODEL = ModelDescriptor(
     name="m_distinct",
     paper="Li & Zhou, m-Distinct (§IV Defs. 12-15, §V Algorithms 1-3: create buckets, assign records, split)",
     params={
-        "m": Param(int, 2, help="every group has m records with pairwise different sensitive values"),
+        "m": Param(int, minimum=2, help="every group has m records with pairwise different sensitive values"),
         "update_sets": Param(dict, default={}, check=check_update_sets,
                              help="candidate update set of every sensitive value: {value: [values it may become]}; "
                                   "a value not listed can only stay itself"),
