@@ -167,6 +167,24 @@ class ModelDescriptor:
     stages:           steps materialised before the candidate (``Stage``), e.g. the possible-world set.
     returning:        True when ``publish`` reads the last appearance of each tuple that comes back after an
                       absence (``PreviousRelease.returning``), as m-invariance does; with ``reads == "previous"``.
+
+    Example:
+        ```python
+        import numpy as np
+        from dagster_privrelease import Bound, ModelDescriptor, Param, build_release, register
+        from dagster_privrelease.core.judge.verifiers import verify_k_anonymity
+
+        register(ModelDescriptor(
+            name="one_group",
+            paper="none: an example",
+            params={"k": Param(int, minimum=2, help="the fewest rows of the one group")},
+            publish=lambda snapshot, spec, previous, rng: build_release(
+                snapshot, np.ones(len(snapshot), dtype=np.int64), spec, rng),
+            verify=verify_k_anonymity,
+            bound=lambda params: Bound(values=2, tuples=int(params["k"])),
+            reads="nothing",
+        ))
+        ```
     """
 
     name: str
