@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 import dagster_privrelease as pr
-from dagster_privrelease import pipeline
+from dagster_privrelease import cli, pipeline
 from dagster_privrelease.core.judge import attack_registry
 from dagster_privrelease.core.judge.verifiers import verify_k_anonymity
 from dagster_privrelease.core.models import registry
@@ -108,6 +109,9 @@ def test_a_model_from_outside_publishes_through_the_pipeline(tmp_path, one_group
 def test_an_attack_from_outside_is_run_by_the_judge_and_blocks(tmp_path, one_group, shrinking):
     store = store_of(tmp_path, {"name": "one_group", "k": 3})
     assert pipeline.release_next(store, people(0, 40))["checks"]["shrinking_table"]
+    alone = CliRunner().invoke(cli.app, ["attack", "--spec", str(tmp_path / "clinic.yaml"), "--db",
+                                         str(tmp_path / "clinic.duckdb"), "--attack", "shrinking_table"])
+    assert alone.exit_code == 0 and "shrinking_table" in alone.output, alone.output
     with pytest.raises(pr.NotPublishable, match="shrinking_table"):
         pipeline.release_next(store, people(0, 30))
     assert store.release_ids() == [1]  # nothing published by the refusal
