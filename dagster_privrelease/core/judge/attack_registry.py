@@ -10,12 +10,13 @@ This module imports no attack and nothing that imports the spec: the model regis
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import importlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from .history import Bound, History, Report
@@ -53,15 +54,12 @@ BUILTIN = (
     ("sug", "sug", "sug_attack", False),
 )
 
-_REGISTRY: dict[str, Attack] = {}
-
-
-@functools.cache
-def _load_builtin() -> None:
-    """Register the built-in attacks, once."""
+def _builtin() -> Iterator[Attack]:
     for name, module, function, shares in BUILTIN:
-        run = getattr(importlib.import_module(f"{__package__}.attacks.{module}"), function)
-        _REGISTRY[name] = Attack(name, run, shares)
+        yield Attack(name, getattr(importlib.import_module(f"{__package__}.attacks.{module}"), function), shares)
+
+
+_ATTACKS = Registry(_builtin, lambda attack: attack.name)
 
 
 def register(attack: Attack) -> Attack:
@@ -82,37 +80,27 @@ def register(attack: Attack) -> Attack:
         'quiet'
         >>> attack_registry.unregister("quiet")
     """
-    _load_builtin()
-    _REGISTRY[attack.name] = attack
-    return attack
+    return _ATTACKS.register(attack)
 
 
 def unregister(name: str) -> None:
     """Remove the attack ``name`` (no error when it is not registered)."""
-    _load_builtin()
-    _REGISTRY.pop(name, None)
+    _ATTACKS.unregister(name)
 
 
-@contextmanager
-def registered(attack: Attack) -> Iterator[Attack]:
+def registered(attack: Attack) -> contextlib.AbstractContextManager[Attack]:
     """``attack`` registered for the duration of the block (tests and notebooks)."""
-    register(attack)
-    try:
-        yield attack
-    finally:
-        unregister(attack.name)
+    return _ATTACKS.registered(attack)
 
 
 def names() -> list[str]:
     """The registered attack names, in the order the judge runs them."""
-    _load_builtin()
-    return list(_REGISTRY)
+    return _ATTACKS.names()
 
 
 def find(name: str) -> Attack | None:
     """The attack ``name``, or None when no such attack is registered."""
-    _load_builtin()
-    return _REGISTRY.get(name)
+    return _ATTACKS.find(name)
 
 
 def attack(name: str) -> Attack:

@@ -5,18 +5,18 @@ The built-in models (``BUILTIN``) are loaded on the first lookup, not when the p
 the registry costs nothing until a model is needed. A model outside the package registers itself the same way
 (``register``), before a spec naming it is loaded.
 
-This module imports no model and no part of the judge: the spec imports it at its top.
+This module imports no model and no part of the judge but its attack registry: the spec imports it at its top.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import importlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ...errors import SpecError
 from ..judge import attack_registry
+from ..registry import Registry
 from .base import ModelDescriptor
 
 __all__ = ["BUILTIN", "descriptor", "find", "names", "register", "registered", "unregister"]
@@ -25,24 +25,20 @@ __all__ = ["BUILTIN", "descriptor", "find", "names", "register", "registered", "
 #: in the order they are registered.
 BUILTIN = ("mondrian", "m_invariance", "m_distinct", "sequential_l_diversity", "xy_privacy")
 
-_REGISTRY: dict[str, ModelDescriptor] = {}
 
-
-@functools.cache
-def _load_builtin() -> None:
-    """Register the built-in models, once."""
+def _builtin() -> Iterator[ModelDescriptor]:
     for module in BUILTIN:
-        for model in importlib.import_module(f"{__package__}.{module}").MODELS:
-            _REGISTRY[_checked(model).name] = model
+        yield from importlib.import_module(f"{__package__}.{module}").MODELS
 
 
-def _checked(model: ModelDescriptor) -> ModelDescriptor:
-    """``model``; ValueError when its ``skipped_attacks`` names an attack that is not registered."""
+def _check(model: ModelDescriptor) -> None:
     unknown = sorted(set(model.skipped_attacks) - set(attack_registry.names()))
     if unknown:
         raise ValueError(f"model {model.name!r}: skipped_attacks names unknown attack(s) {unknown}; the attacks "
                          f"are {attack_registry.names()}")
-    return model
+
+
+_MODELS = Registry(_builtin, lambda model: model.name, _check)
 
 
 def register(model: ModelDescriptor) -> ModelDescriptor:
@@ -65,37 +61,27 @@ def register(model: ModelDescriptor) -> ModelDescriptor:
         'leaky'
         >>> registry.unregister("leaky")
     """
-    _load_builtin()
-    _REGISTRY[_checked(model).name] = model
-    return model
+    return _MODELS.register(model)
 
 
 def unregister(name: str) -> None:
     """Remove the model ``name`` (no error when it is not registered)."""
-    _load_builtin()
-    _REGISTRY.pop(name, None)
+    _MODELS.unregister(name)
 
 
-@contextmanager
-def registered(model: ModelDescriptor) -> Iterator[ModelDescriptor]:
+def registered(model: ModelDescriptor) -> contextlib.AbstractContextManager[ModelDescriptor]:
     """``model`` registered for the duration of the block (tests and notebooks)."""
-    register(model)
-    try:
-        yield model
-    finally:
-        unregister(model.name)
+    return _MODELS.registered(model)
 
 
 def names() -> list[str]:
     """The registered model names, sorted."""
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted(_MODELS.names())
 
 
 def find(name: str) -> ModelDescriptor | None:
     """The descriptor of model ``name``, or None when no such model is registered."""
-    _load_builtin()
-    return _REGISTRY.get(name)
+    return _MODELS.find(name)
 
 
 def descriptor(name: str) -> ModelDescriptor:
