@@ -4,7 +4,7 @@ attack (the shape of Xiao-Tao Fig. 4).
 (a) A synthetic 20-release history of 100,000 individuals per release (r = 5,000 deletions and insertions a
     release; age, zipcode numeric, sex categorical; 10 sensitive values), built directly as History frames: each
     release sorts its snapshot by (age, zipcode) and cuts it into QI groups of 8 (``release.build_release``).
-    Timed: ``models.verify_history`` (l-diversity per release) and ``attacks.attack_history`` (every attack;
+    Timed: ``run.verify_history`` (l-diversity per release) and ``run.run_attacks`` (every attack;
     those whose preconditions the history lacks are skipped and say so).
 (b) The ``l_diversity`` baseline (``mondrian.publish_l_diversity``, distinct form) republished over a Census-KDD
     workers stream (``datasets.load_census_kdd(workers_only=True)``, resources/census_kdd.yaml; T(1) 20,000
@@ -28,7 +28,7 @@ import pandas as pd
 from dagster_privrelease import datasets, pipeline
 from dagster_privrelease.core import models, stream
 from dagster_privrelease.core.encoding import encode
-from dagster_privrelease.core.judge import attacks
+from dagster_privrelease.core.judge import attack_registry, attacks, run
 from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.release import build_release
@@ -141,12 +141,12 @@ def _clocked(fn: Callable[..., T], *args) -> tuple[T, float, float]:
 
 def judge_scale() -> None:
     history, build, _ = _clocked(synthetic_history)
-    reports, wall, cpu = _clocked(models.verify_history, history)
+    reports, wall, cpu = _clocked(run.verify_history, history)
     verdicts = ", ".join(f"{r.name}: {'ok' if r.ok else 'FAIL'}" for r in reports)
     rows = [["verify_history", figure(wall), figure(cpu), verdicts]]
     total_wall = total_cpu = 0.0
-    for name in attacks.ATTACKS:  # attack_history runs exactly these, in this order
-        report, wall, cpu = _clocked(attacks.ATTACKS[name], history)
+    for name in attack_registry.names():  # run_attacks runs exactly these, in this order
+        report, wall, cpu = _clocked(attack_registry.attack(name).run, history)
         total_wall, total_cpu = total_wall + wall, total_cpu + cpu
         status = report.summary.get("skipped") or f"below bound: {report.summary.get('below_bound')}"
         rows.append([f"  {name}", figure(wall), figure(cpu), status])
@@ -230,7 +230,7 @@ def judge_census_release() -> None:
             pipeline.publish(store, 1, pipeline.judge(store, 1))
             pipeline.stage(store, 2, snapshots[1])
             pipeline.make_candidate(store, 2)
-            history = models.judged(store.history(candidate=2))
+            history = run.judged(store.history(candidate=2))
             _, read_wall, read_cpu = _clocked(store.history, None, 2)
     bound = models.descriptor(spec.model.name).bound(spec.model.params)
     report, wall, cpu = _clocked(attacks.intersection_attack, history, bound)

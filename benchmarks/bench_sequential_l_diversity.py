@@ -53,6 +53,7 @@ import yaml
 
 from dagster_privrelease import datasets
 from dagster_privrelease.core import models
+from dagster_privrelease.core.judge import run
 from dagster_privrelease.core.judge.history import History, IncompleteHistory
 from dagster_privrelease.core.judge.utility import loss_metric
 from dagster_privrelease.core.models.sequential_l_diversity import non_sequential
@@ -227,8 +228,8 @@ def judge_through_the_window(snapshot: pd.DataFrame, spec: BoundSpec, tables: li
             return window(snapshot, spec, tables, worlds, first, n, memo)
 
         def judge(h: History) -> History:
-            models.verify_history(h)
-            models.attack_history(h)
+            run.verify_history(h)
+            run.attack_history(h)
             return h
 
         start = time.process_time()
@@ -307,7 +308,7 @@ def judge_steps(snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame,
     through the window as ``pipeline.judge`` does, per step: Theorem 4.3's check (``worlds_admitted``: a maximum
     flow per world, ``verifiers.shmueli_tassa.admits_world``), the rest of the model's verifiers, the
     possible-world attack and the join attack (the memo of release 1 made first, not counted)."""
-    from dagster_privrelease.core.judge import attacks
+    from dagster_privrelease.core.judge import attack_registry
     from dagster_privrelease.core.judge.verifiers import shmueli_tassa
 
     tables = [MODEL.publish(snapshot, model_spec(spec, list(a)), None, np.random.default_rng([spec.seed, r]),
@@ -316,7 +317,7 @@ def judge_steps(snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame,
         return window(snapshot, spec, tables, worlds, first, n, memo)
 
     one = history(1, 1, {})
-    models.attack_history(one, ["join", "possible_worlds"])
+    run.attack_history(one, ["join", "possible_worlds"])
     memo = {k: v for k, v in one.memo.items() if k[1] == 1}
     spent: dict[str, float] = {}
     admits = shmueli_tassa.admits_world
@@ -329,13 +330,13 @@ def judge_steps(snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame,
     shmueli_tassa.admits_world = timed_admits
     try:
         step = history(1, 2, memo)
-        _, verify = cpu(models.verify_history, step)
+        _, verify = cpu(run.verify_history, step)
     finally:
         shmueli_tassa.admits_world = admits
     spent["other verifiers"] = verify - spent.get("Thm. 4.3: admits_world (5 worlds)", 0.0)
     for name in ("possible_worlds", "join"):
         step = history(1, 2, memo)
-        spent[f"{name} attack"] = cpu(attacks.ATTACKS[name], step)[1]
+        spent[f"{name} attack"] = cpu(attack_registry.attack(name).run, step)[1]
     return spent
 
 

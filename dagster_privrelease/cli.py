@@ -228,7 +228,7 @@ def verify(spec: SpecPath, db: DbPath) -> None:
     """Check the guarantee of the model over the whole published history, with the parameters its last release
     was published with (``published.manifest``); exit 1 when it is broken. A spec whose model or parameters
     differ from the manifest's is refused (``judged_store``)."""
-    from .core.models import verify_history
+    from .core.judge.run import verify_history
 
     with refusals(db):
         history = judged_store(db, load_spec(spec)).history()
@@ -245,11 +245,11 @@ def attack(
     """Run the attack suite on the published history as an adversary would, against the bound of the model and
     parameters its last release was published with (``published.manifest``; a spec that differs is refused,
     ``judged_store``); exit 1 when an attack discloses."""
-    from .core.judge.attacks import ATTACKS
-    from .core.models import attack_history
+    from .core.judge import attack_registry
+    from .core.judge.run import attack_history
 
-    if name is not None and name not in ATTACKS:
-        raise typer.BadParameter(f"unknown attack {name!r}; the attacks are {', '.join(ATTACKS)}",
+    if name is not None and attack_registry.find(name) is None:
+        raise typer.BadParameter(f"unknown attack {name!r}; the attacks are {', '.join(attack_registry.names())}",
                                  param_hint="--attack")
     with refusals(db):
         history = judged_store(db, load_spec(spec)).history()

@@ -37,7 +37,9 @@ from .core import models
 from .core.encoding import qi_values
 from .core.hierarchy import interval_labels
 from .core.judge.history import History, IncompleteHistory, Report
+from .core.judge.run import attack_history, verify_history
 from .core.judge.utility import summarise
+from .core.models.base import HELD_BACK
 from .core.models.recorded import RECORDED
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
@@ -362,7 +364,7 @@ def _judge(store: ReleaseStore, history: History) -> list[Report]:
     kept = dict(history.candidate_sets)  # read back from the store: only sets computed now are saved
     model = models.descriptor(history.spec.model.name)
     reports = []
-    for kind, found in (("guarantee", models.verify_history(history)), ("attack", models.attack_history(history))):
+    for kind, found in (("guarantee", verify_history(history)), ("attack", attack_history(history))):
         for report in found:
             report.summary["kind"] = kind
             report.summary["blocking"] = kind == "guarantee" or model.across_releases
@@ -407,11 +409,6 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     }
 
 
-#: The state frame in which a model lists, by id, the new tuples a release holds back (m-invariance's
-#: ``hold_back``): they are in T(j) but not published with release j.
-HELD_BACK = "held_back"
-
-
 def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
     """What release ``release_id`` changes in the published history: inserts, deletes and updates of the tuples
     it publishes against those release ``release_id - 1`` published (T(j) less the tuples held back, state
@@ -424,10 +421,10 @@ def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame
     held = _held_back(store, release_id)
     now = frame[~frame[ident].isin(held)]
     if release_id == 1:
-        return {"inserts": len(now), "deletes": 0, "updates": 0, "held_back": len(held)}
+        return {"inserts": len(now), "deletes": 0, "updates": 0, HELD_BACK: len(held)}
     before = staged_snapshot(store, release_id - 1)
     before = before[~before[ident].isin(_held_back(store, release_id - 1))]
-    return {**changes(before, now, ident), "held_back": len(held)}
+    return {**changes(before, now, ident), HELD_BACK: len(held)}
 
 
 def _held_back(store: ReleaseStore, release_id: int) -> pd.Series:

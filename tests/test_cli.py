@@ -16,7 +16,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dagster_privrelease import cli
-from dagster_privrelease.core.models import attack_history
+from dagster_privrelease.core.judge.run import attack_history
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.core.stream import split_base_pool, stream
 from dagster_privrelease.errors import SpecError, StoreError

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dagster_privrelease import pipeline
 from dagster_privrelease.core import models
 from dagster_privrelease.core.judge.history import rows_of
+from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.storage import ReleaseStore
 from tests.core.judge.test_fast_judge import assert_same_report
@@ -90,10 +91,10 @@ def test_the_window_judges_like_the_complete_history(tmp_path, case):
     assert window.first == n - 1 and window.release_ids == [n - 1, n]
     assert {key[1] for key in window.memo} == {n - 1}, "release n-1 was judged through the pipeline: its memo is kept"
     scratch = dataclasses.replace(complete, memo={}, candidate_sets={})
-    assert [r.name for r in models.verify_history(window)] == [r.name for r in models.verify_history(scratch)]
-    for a, b in zip(models.verify_history(window), models.verify_history(scratch), strict=True):
+    assert [r.name for r in verify_history(window)] == [r.name for r in verify_history(scratch)]
+    for a, b in zip(verify_history(window), verify_history(scratch), strict=True):
         assert_same_report(a, b)
-    for a, b in zip(models.attack_history(window), models.attack_history(scratch), strict=True):
+    for a, b in zip(attack_history(window), attack_history(scratch), strict=True):
         assert_same_report(a, b)
 
 
@@ -134,7 +135,7 @@ def test_people_who_come_back_are_judged_like_the_complete_history(tmp_path, mod
             if n > 2:
                 window = store.history(candidate=n, since=n - 1)
                 scratch = dataclasses.replace(store.history(candidate=n), memo={}, candidate_sets={})
-                for a, b in zip(models.attack_history(window), models.attack_history(scratch), strict=True):
+                for a, b in zip(attack_history(window), attack_history(scratch), strict=True):
                     assert_same_report(a, b)
                 with store._open() as con:
                     kept = con.execute(f"SELECT count(*) FROM private.{archive_table(archived)}").fetchone()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dagster_privrelease import pipeline
 from dagster_privrelease.core import models
 from dagster_privrelease.core.judge.history import Report
-from dagster_privrelease.core.models import attack_history
+from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.spec import parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
 from dagster_privrelease.storage import ReleaseStore, frame_digest
@@ -396,7 +396,7 @@ def test_m_invariance_keeps_the_signature_of_who_comes_back(tmp_path):
         assert summary["outcome"] == "published" and all(summary["checks"].values()), (j, summary["checks"])
     history = store.history()
     assert history.release_ids == list(range(1, 15))
-    reports = models.verify_history(history)
+    reports = verify_history(history)
     assert reports and all(r.ok for r in reports), [(r.name, r.summary) for r in reports]
     returned = away[0]
     changed = _text_table([*sorted(present), returned])

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..errors import SnapshotError, SpecError
 from .hierarchy import Taxonomy
+from .models.registry import descriptor, find
 from .yamlfile import read_yaml
 
 
@@ -137,8 +138,6 @@ class BoundSpec(Spec):
 def check_diversity_param(spec: Spec) -> None:
     """Refuse an ℓ or m larger than the number of distinct sensitive values (no partition can satisfy it); the
     parameter is the model's ``diversity_param`` (a spec built in code may name a model not registered: no rule)."""
-    from .models import find
-
     model = find(spec.model.name)
     key = None if model is None else model.diversity_param
     if key is None or spec.sensitive_values is None:
@@ -188,8 +187,6 @@ def parse_spec(raw: Any, base: Path | None = None) -> Spec:
     spec = Spec(name, ident, sensitive, qis, _model(raw["model"]), tuple(non_ids), sensitive_values, seed,
                 sensitive_written=sensitive_values is not None, csv=_csv(raw.get("csv"), columns, qis))
     check_diversity_param(spec)
-    from .models import descriptor
-
     check = descriptor(spec.model.name).check_spec
     if check is not None:
         check(spec)
@@ -318,8 +315,6 @@ def _tree(tree: Any, base: Path | None, where: str) -> Any:
 
 def _model(raw: Any) -> Model:
     """The ``model`` mapping: a registered model's name and its parameters (``ModelDescriptor.parse_params``)."""
-    from .models import descriptor
-
     if not isinstance(raw, Mapping) or "name" not in raw:
         raise SpecError(f"model: expected {{name: <model>, <parameters>}}, got {raw!r}")
     model = descriptor(raw["name"])

@@ -155,7 +155,7 @@ def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDef
         with step(context, table) as part:
             part.require_published()
             store = part.store
-            reports = verdicts_of_run(context, candidate) or judge(store, part.release_id)
+            reports = verdicts_of_run(context, candidate) or judge_with_expectations(store, part.release_id)
             try:
                 outcome = pipeline.publish(store, part.release_id, reports)
             except NotPublishable as exc:
@@ -203,7 +203,7 @@ def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> l
     return reports
 
 
-def judge(store: ReleaseStore, release_id: int) -> list[Report]:
+def judge_with_expectations(store: ReleaseStore, release_id: int) -> list[Report]:
     """Every report that gates publication: the core judge (verifiers, attacks) and the GE suite."""
     candidate = store.candidate(release_id)
     snapshot = store.snapshot(release_id)

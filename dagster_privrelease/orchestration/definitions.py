@@ -45,15 +45,31 @@ def release_definitions(
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
 ) -> dg.Definitions:
-    """Everything Dagster needs to release one protected table.
+    """Everything Dagster needs to release one protected table: its assets, checks, job and sensors.
 
-    spec_path:  the release spec (YAML); its ``name`` names the partitions, the job, the sensors and the
-                resources, and (through the translator) the asset keys, group and pool.
-    db_path:    the DuckDB release store of this table (created on first use).
-    source:     where the rows come from (``sources.Source``: ``DuckDBTableSource``, ``DuckDBChangeLogSource``,
-                ``FrameSource``, or a kind of your own); the source sensor watches it, the snapshot reads it.
-    requests:   optional folder of release-request YAML files the request sensor turns into releases.
-    translator: the names of the assets, group and pool (``ReleaseTranslator``, the default when None).
+    Args:
+        spec_path: the release spec (YAML); its ``name`` names the partitions, the job, the sensors and the
+            resources, and (through the translator) the asset keys, group and pool.
+        db_path: the DuckDB release store of this table (created on first use).
+        source: where the rows come from (``sources.Source``: ``DuckDBTableSource``, ``DuckDBChangeLogSource``,
+            ``FrameSource``, or a kind of your own); the source sensor watches it, the snapshot reads it.
+        requests: optional folder of release-request YAML files the request sensor turns into releases.
+        translator: the names of the assets, group and pool (``ReleaseTranslator``, the default when None).
+
+    Returns:
+        The ``Definitions`` of a code location (several tables: ``dg.Definitions.merge``).
+
+    Raises:
+        SpecError: the spec is invalid or names an unregistered model (the message names the key and the rule).
+
+    Example:
+        ```python
+        from dagster_privrelease import release_definitions
+        from dagster_privrelease.orchestration import DuckDBTableSource
+
+        defs = release_definitions("specs/patients.yaml", "patients_releases.duckdb",
+                                   DuckDBTableSource(database="source.duckdb", table="patients"))
+        ```
     """
     return _definitions(load_spec(spec_path), spec_path, db_path, source, requests, translator)
 
@@ -122,6 +138,31 @@ def run_release(
     locked until the release is published or refused, so another process releasing to it waits, then refuses
     naming this one (``open_duckdb``), and every step of the run reads and writes through that one connection.
     The spec is parsed here and once by the run (``ReleaseStoreResource.setup_for_execution``).
+
+    Args:
+        spec_path: the release spec (YAML).
+        db_path: the DuckDB release store (created on first use).
+        snapshot_df: T(n), every row of the table now, with the spec's columns.
+        instance: the Dagster instance to run on; None for an ephemeral one.
+        attributes: the quasi-identifiers this release publishes (vertical models); None for all.
+
+    Returns:
+        The manifest row of the release, with ``release_id``, ``partition_key``, ``run_id`` and ``outcome``.
+
+    Raises:
+        SpecError: the spec or ``attributes`` are invalid.
+        SnapshotError: ``snapshot_df`` does not fit the spec (the message names the column and row).
+        StoreError: the store refuses (locked by another process, schema drift).
+        NotPublishable: the model cannot publish the snapshot, or a blocking check failed (named).
+
+    Example:
+        ```python
+        import pandas as pd
+        from dagster_privrelease import run_release
+
+        row = run_release("specs/patients.yaml", "patients_releases.duckdb", pd.read_csv("patients.csv"))
+        print(row["release_id"], row["outcome"])
+        ```
     """
     spec = load_spec(spec_path)
     pipeline.model_spec(spec, attributes)  # a bad attribute is refused before anything is staged

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.judge.history import Report
+from ..core.models.base import HELD_BACK
 from ..pipeline import public_violations
 
 #: Significant digits of a float in the metadata the UI shows.
@@ -158,7 +159,7 @@ def release_metadata(outcome: Mapping, reports: Iterable[Report], manifest: pd.D
         "genuine rows": rows - counterfeits,
         "counterfeits": counterfeits,
         **{label: rounded(utility[k]) for k, label in first.items() if k in utility and pd.notna(utility[k])},
-        **{k: int(outcome[k]) for k in ("inserts", "deletes", "updates", "held_back", "groups") if k in outcome},
+        **{k: int(outcome[k]) for k in ("inserts", "deletes", "updates", HELD_BACK, "groups") if k in outcome},
         **numeric("utility", utility, skip=[*first, "rows", "groups", "counterfeits"]),
         "report": history_markdown(manifest, "ncp"),
     }

@@ -50,8 +50,36 @@ class Fingerprint:
 
 
 class Source(Protocol):
-    """What the snapshot asset and the source sensor need of a source. StoreError when the source cannot be
-    reached (the sensor skips the tick with its message), SnapshotError when its rows do not fit the spec."""
+    """What the snapshot asset and the source sensor need of a source: a protocol, so any class with these four
+    members is a source (``release_definitions``'s ``source``).
+
+    A member raises StoreError when the source cannot be reached (the sensor skips the tick with its message) and
+    SnapshotError when its rows do not fit the spec.
+
+    Example:
+        ```python
+        import pandas as pd
+        from dagster_privrelease import Fingerprint, Spec
+        from dagster_privrelease.orchestration.partitions import partition_key
+
+
+        class CsvFileSource:  # the current rows of one CSV file
+            replays = False  # a snapshot is captured once, not rebuilt
+
+            def __init__(self, path: str) -> None:
+                self.path = path
+
+            def fingerprint(self, spec: Spec) -> Fingerprint:
+                rows = self.read(spec)
+                return Fingerprint(rows=len(rows), digest=str(pd.util.hash_pandas_object(rows).sum()))
+
+            def read(self, spec: Spec, position: int | None = None) -> pd.DataFrame:
+                return pd.read_csv(self.path, dtype=str)[list(spec.columns)]
+
+            def next_key(self, keys: list[str], fingerprint: Fingerprint) -> str:
+                return partition_key(max((int(k) for k in keys), default=0) + 1)
+        ```
+    """
 
     @property
     def replays(self) -> bool:

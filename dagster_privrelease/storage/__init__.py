@@ -40,4 +40,22 @@ class ReleaseStore(StoreReader, StoreWriter):
     called inside a ``session()`` of the file, which keeps one connection open (and the file locked) for every
     store object of that file in the thread: ``orchestration.run_release`` and the CLI's ``release`` hold one
     for the whole release, each Dagster step one for its own body.
+
+    Args:
+        path: the DuckDB file (created on first use).
+        spec: the table's spec; a store keeps the columns and domains it was first staged with and refuses a
+            spec that drifts from them.
+        retries: how many times a call retries a file locked by another process (``open_duckdb``).
+        backoff: the first wait between those retries, in seconds, doubled each time.
+
+    Raises:
+        StoreError: the file is locked by another process past the retries, or the spec drifted.
+
+    Example:
+        ```python
+        from dagster_privrelease import ReleaseStore, load_spec
+
+        store = ReleaseStore("patients_releases.duckdb", load_spec("specs/patients.yaml"))
+        print(store.release_ids(), store.manifest())
+        ```
     """

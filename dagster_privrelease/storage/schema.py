@@ -334,6 +334,31 @@ def state_tables(con: duckdb.DuckDBPyConnection, prefix: str) -> list[str]:
     return [n for (n,) in names]
 
 
+def permutation_view_sql(state: str, source: str, spec: BoundSpec) -> str:
+    """The SELECT of a model's ``PermutationView`` over the state table ``state``: ``(world, <id>, <sensitive>)``,
+    one row per world and individual of the latest release holding the state, world 0 the true world (T's own
+    values), every world of the state the sensitive value in T of the tuple its ``source`` column names (e.g.
+    Shmueli-Tassa's fake worlds, eq. (5)). A view, so the worlds are stored once, as permutations (one join per
+    read: O(worlds x n)).
+
+    Args:
+        state: the qualified state table (``private.state_<stage>``), with ``world``, the id and ``source``.
+        source: the column of ``state`` naming the tuple whose value an individual takes.
+        spec: the table's spec (its id and sensitive columns).
+
+    Returns:
+        The SELECT, every identifier quoted.
+    """
+    ident, sensitive, src = quote(spec.id), quote(spec.sensitive), quote(source)
+    return (
+        f"WITH latest AS (SELECT max(release_id) AS release_id FROM {state}), "
+        "t AS (SELECT s.* FROM private.snapshot s JOIN latest USING (release_id)) "
+        f"SELECT 0::BIGINT AS world, t.{ident}, t.{sensitive} FROM t "
+        f"UNION ALL SELECT w.world::BIGINT, w.{ident}, t.{sensitive} FROM {state} w "
+        f"JOIN latest USING (release_id) JOIN t ON t.{ident} = w.{src}"
+    )
+
+
 def _integral(series: pd.Series) -> bool:
     """Whether a float column holds whole numbers only (nulls aside)."""
     if not pd.api.types.is_float_dtype(series.dtype):

@@ -36,6 +36,7 @@ from .schema import (
     ids_text,
     is_staged,
     new_domain_rows,
+    permutation_view_sql,
     published_ids,
     sql_type,
     staged_ids,
@@ -508,15 +509,16 @@ def _write_states(
 
 def _create_state_views(con: duckdb.DuckDBPyConnection, spec: BoundSpec) -> None:
     """The views the spec's model declares over its published state (``Stage.views``), each created (or replaced)
-    as ``private.<view>`` once ``private.state_<stage>`` exists. Model-agnostic: the SQL is the model's. O(views)."""
+    as ``private.<view>`` once ``private.state_<stage>`` exists (``schema.permutation_view_sql``). O(views)."""
     model = find(spec.model.name)
     for stage in model.stages if model is not None else ():
         if not table_exists(con, "private", f"state_{stage.name}"):
             continue
-        for view, sql in stage.views.items():
+        for view, shape in stage.views.items():
             if not _STATE_NAME.match(view):
                 raise StoreError(f"model view {view!r}: a view name is lower-case letters, digits and underscores")
-            con.execute(f"CREATE OR REPLACE VIEW private.{view} AS {sql(spec)}")
+            sql = permutation_view_sql(f"private.state_{stage.name}", shape.source(spec), spec)
+            con.execute(f"CREATE OR REPLACE VIEW private.{view} AS {sql}")
 
 
 def _with_id(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:

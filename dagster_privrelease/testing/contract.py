@@ -43,6 +43,7 @@ import pandas as pd
 from .. import pipeline
 from ..core import models
 from ..core.judge.history import Report
+from ..core.judge.run import attack_history, verify_history
 from ..core.spec import parse_spec
 from ..errors import NotPublishable, StoreError
 from ..storage import ReleaseStore
@@ -465,8 +466,8 @@ def _judged_again(store: ReleaseStore, name: str, every: int) -> list[str]:
     ids = store.release_ids()
     for release_id in [j for j in ids if j % every == 0 or j == ids[-1]]:
         history = dataclasses.replace(store.history(upto=release_id), memo={}, candidate_sets={})
-        guarantees = models.verify_history(history)
-        reports: list[Report] = [*guarantees, *models.attack_history(history)]
+        guarantees = verify_history(history)
+        reports: list[Report] = [*guarantees, *attack_history(history)]
         complete = {r.name: bool(r.ok) for r in reports}
         if complete != dict(checks[release_id]):
             raise ContractViolation(f"{name}, release {release_id}: the judge through its window said "

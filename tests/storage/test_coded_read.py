@@ -102,7 +102,7 @@ def test_qi_groups_name_groups_with_the_plain_labels(null_label):
 def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, case):
     """Every verifier and attack of each builtin model (the window test's streams) reports the same, dtypes
     included, on the history read with categorical text as on the history read as plain text."""
-    from dagster_privrelease.core import models
+    from dagster_privrelease.core.judge.run import attack_history, verify_history
     from dagster_privrelease.core.judge.verifiers.single import k_anonymity
     from tests.test_judge_window import CASES, staged
 
@@ -114,8 +114,8 @@ def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, ca
     plain = store.history(candidate=n)
     assert any(isinstance(t, pd.CategoricalDtype) for t in coded.releases.dtypes)
     assert not any(isinstance(t, pd.CategoricalDtype) for t in plain.releases.dtypes)
-    for found, expected in ((models.verify_history(coded), models.verify_history(plain)),
-                            (models.attack_history(coded), models.attack_history(plain))):
+    for found, expected in ((verify_history(coded), verify_history(plain)),
+                            (attack_history(coded), attack_history(plain))):
         assert [r.name for r in found] == [r.name for r in expected]
         for a, b in zip(found, expected, strict=True):
             assert a.ok == b.ok and a.summary == b.summary, a.name

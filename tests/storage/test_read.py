@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dagster_privrelease import pipeline
-from dagster_privrelease.core import models
+from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.models import m_invariance
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.errors import StoreError
@@ -103,8 +103,8 @@ def test_the_judge_reads_held_back_tuples_from_the_stored_state(tmp_path):
         held = held.loc[held["release_id"] == 2, "pid"]
         assert len(held) and set(held) <= set(range(40, 52)) | set(first["pid"])
         assert (history.hosting["release_id"] == 2).sum() == 52 - len(held)
-        assert all(r.ok for r in models.verify_history(history))
-        failed = [r.name for r in models.verify_history(dataclasses.replace(history, states={})) if not r.ok]
+        assert all(r.ok for r in verify_history(history))
+        failed = [r.name for r in verify_history(dataclasses.replace(history, states={})) if not r.ok]
         assert failed == ["generalisation"]
 
 

@@ -11,7 +11,7 @@ This module is pure: no Dagster, no DuckDB.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import SpecError
@@ -37,13 +37,22 @@ Publisher = Callable[..., "Release"]
 
 @dataclass(frozen=True)
 class Param:
-    """A model parameter as the spec writes it: its type, bounds, default (None: required) and choices.
+    """A model parameter as the spec writes it: ``Param(int, minimum=2, help=...)``.
 
-    ``check`` is an extra rule on the value (raise ``SpecError`` naming ``model.<key>``); ``parse`` turns the
-    YAML value into the stored one (e.g. a mapping of lists into a mapping of tuples) after the type check.
+    Everything but ``kind`` is a keyword, so a bound never reads as a default.
+
+    Attributes:
+        kind: the YAML type (int, float, bool, str, dict or list).
+        minimum: the least value of a number; None for none.
+        default: the value when the spec omits the key; None makes the key required.
+        choices: the allowed values; None for any.
+        maximum: the greatest value of a number; None for none.
+        help: what the parameter means, quoted when it is missing.
+        check: an extra rule on the value, ``check(key, value)``, raising ``SpecError`` naming ``model.<key>``.
     """
 
     kind: type
+    _: KW_ONLY
     minimum: float | None = None
     default: Any = None
     choices: tuple | None = None
@@ -78,6 +87,23 @@ class Param:
 
 
 @dataclass(frozen=True)
+class PermutationView:
+    """A readable shape of a stage's state that maps, per world and individual, the individual to the tuple of T
+    whose sensitive value it takes in that world (a compact permutation, as Shmueli-Tassa eq. (5) stores the
+    fake possible worlds).
+
+    The store shows it as ``private.<view>(world, <id>, <sensitive>)`` for the latest release holding the state:
+    world 0 every individual's own value in T, each world of the state the value of the tuple its ``source``
+    column names. The SQL is the store's (``storage.schema.permutation_view_sql``).
+
+    Attributes:
+        source: the state's column naming that tuple, from the bound spec.
+    """
+
+    source: Callable[[BoundSpec], str]
+
+
+@dataclass(frozen=True)
 class Stage:
     """A step a model needs before its candidate, materialised on its own (in Dagster: an asset between
     ``snapshot`` and ``release_candidate``), e.g. the possible-world set of Shmueli-Tassa Alg. 1.
@@ -86,17 +112,21 @@ class Stage:
     (the pipeline checks that it ran by that name); the store keeps them with the release (``private.candidate_state_<name>``, then ``private.state_<name>`` once published) and the model's
     ``publish`` receives them as keyword arguments. They never leave the private schema.
 
-    ``views``: readable shapes of the stage's state, view name -> ``sql(spec)`` returning a SELECT over
-    ``private.state_<name>`` (the published state, with ``release_id``) and ``private.snapshot``; the store creates
-    ``private.<view>`` once that state table exists (e.g. ``private.possible_world`` over the compact worlds of
-    eq. (5)). Generic: the store knows nothing of what a view means, and views stay in the private schema.
+    ``views``: readable shapes of the stage's state, view name -> ``PermutationView``; the store creates
+    ``private.<view>`` once ``private.state_<name>`` exists (e.g. ``private.possible_world`` over the compact
+    worlds of eq. (5)). Views stay in the private schema.
     """
 
     name: str
     description: str
     run: Callable[..., dict[str, pd.DataFrame]]
-    views: Mapping[str, Callable[[BoundSpec], str]] = field(default_factory=dict)
+    views: Mapping[str, PermutationView] = field(default_factory=dict)
 
+
+#: The private state frame in which a model lists, by id, the new tuples a release holds back (m-invariance's
+#: ``hold_back``): they are in T(j) but not published with release j; the pipeline counts them and the judge's
+#: ``judged`` view leaves them out of T(j).
+HELD_BACK = "held_back"
 
 #: What of the past a model reads for release n: nothing (single-release baselines), release n-1 and its
 #: private side (Xiao-Tao Lemma 4), or every published release (the star join of Wang-Fung §7).
@@ -137,6 +167,24 @@ class ModelDescriptor:
     stages:           steps materialised before the candidate (``Stage``), e.g. the possible-world set.
     returning:        True when ``publish`` reads the last appearance of each tuple that comes back after an
                       absence (``PreviousRelease.returning``), as m-invariance does; with ``reads == "previous"``.
+
+    Example:
+        ```python
+        import numpy as np
+        from dagster_privrelease import Bound, ModelDescriptor, Param, build_release, register
+        from dagster_privrelease.core.judge.verifiers import verify_k_anonymity
+
+        register(ModelDescriptor(
+            name="one_group",
+            paper="none: an example",
+            params={"k": Param(int, minimum=2, help="the fewest rows of the one group")},
+            publish=lambda snapshot, spec, previous, rng: build_release(
+                snapshot, np.ones(len(snapshot), dtype=np.int64), spec, rng),
+            verify=verify_k_anonymity,
+            bound=lambda params: Bound(values=2, tuples=int(params["k"])),
+            reads="nothing",
+        ))
+        ```
     """
 
     name: str

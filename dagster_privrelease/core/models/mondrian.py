@@ -150,6 +150,29 @@ def _check_publishable(codes: np.ndarray, values, constraint: Constraint, unique
         )
 
 
+@dataclass(frozen=True)
+class _Level:
+    """The nodes of one level of the tree (``_mondrian``), each a contiguous segment of positions in tree order.
+
+    Attributes:
+        sizes: per node, its rows.
+        node_of_pos: per position, its node.
+        rank_of: (d, positions) each attribute's dense rank at every position; below ``ranks``.
+        ranks: one more than the largest rank of any attribute.
+        code_of: per position, its sensitive code; below ``values``.
+        values: the number of sensitive values.
+        hist: (nodes, values) sensitive histogram per node; None when the constraint needs none.
+    """
+
+    sizes: np.ndarray
+    node_of_pos: np.ndarray
+    rank_of: np.ndarray
+    ranks: int
+    code_of: np.ndarray
+    values: int
+    hist: np.ndarray | None
+
+
 def _histograms(nodes: np.ndarray, codes: np.ndarray, count: int, S: int) -> np.ndarray:
     """(count, S) sensitive histogram per node, from the node id and sensitive code of each row."""
     return np.bincount(nodes * S + codes, minlength=count * S).reshape(count, S)
@@ -189,12 +212,13 @@ def _mondrian(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, cons
             width = (np.take_along_axis(level, top, axis=1) - np.take_along_axis(level, bottom, axis=1)).T
             by_width = np.argsort(-width, axis=1, kind="stable")
             hist = _histograms(node_of_pos, code_of, P, S) if constraint.needs_counts else None
+            nodes = _Level(sizes, node_of_pos, rank_of, R, code_of, S, hist)
             for t in range(d):
                 dims = by_width[:, t]
                 pending = splittable & (cut == 0) & (width[np.arange(P), dims] > 0)
                 if not pending.any():
                     break
-                _try_cuts(pending, dims, node_of_pos, sizes, rank_of, R, code_of, S, hist, constraint, cut, step)
+                _try_cuts(nodes, pending, dims, constraint, cut, step)
         leaf = cut == 0
         leaf_pos = leaf[node_of_pos]
         groups[rows[leaf_pos]] = next_leaf + np.cumsum(leaf)[node_of_pos[leaf_pos]] - 1
@@ -207,12 +231,16 @@ def _mondrian(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, cons
     return groups
 
 
-def _try_cuts(pending, dims, node_of_pos, sizes, rank_of, R, code_of, S, hist, constraint, cut, step):
-    """Try the median cut of every ``pending`` node on its attribute ``dims[node]``; record those that work.
+def _try_cuts(level: _Level, pending: np.ndarray, dims: np.ndarray, constraint: Constraint, cut: np.ndarray,
+              step: np.ndarray) -> None:
+    """Try the median cut of every ``pending`` node of ``level`` on its attribute ``dims[node]``; record those
+    that work.
 
     Writes ``cut[node]`` (left size) and, in ``step``, the node's positions sorted on that attribute, so that
     after reordering the two children are contiguous: the left ``cut[node]`` rows, then the rest.
     """
+    node_of_pos, sizes, rank_of, R = level.node_of_pos, level.sizes, level.rank_of, level.ranks
+    code_of, S, hist = level.code_of, level.values, level.hist
     pos = np.flatnonzero(pending[node_of_pos])
     nodes = node_of_pos[pos]
     key = nodes * R + rank_of.take(dims.take(nodes) * rank_of.shape[1] + pos)  # rank_of[dims[nodes], pos]
@@ -231,7 +259,7 @@ def _try_cuts(pending, dims, node_of_pos, sizes, rank_of, R, code_of, S, hist, c
         if constraint.needs_counts:
             on_left = offset < left[local]
             lh = _histograms(local[on_left], code_of.take(moved[on_left]), len(ids), S)
-            rh = hist[ids] - lh
+            rh = None if hist is None else hist[ids] - lh
         else:
             lh = rh = None
         ok = (left > 0) & (left < z) & (cut[ids] == 0)
@@ -323,7 +351,7 @@ MODELS = (
     ModelDescriptor(
         name="k_anonymity",
         paper="Mondrian (LeFevre et al. 2006), as used in all the papers",
-        params={"k": Param(int, 2, help="the fewest rows of a QI group")},
+        params={"k": Param(int, minimum=2, help="the fewest rows of a QI group")},
         publish=publish_k_anonymity,
         verify=verify.verify_k_anonymity,
         bound=_bound_k,
@@ -334,7 +362,7 @@ MODELS = (
         name="l_diversity",
         paper="Mondrian with l-diverse groups; frequency form of Shmueli-Tassa Def. 2.3",
         params={
-            "l": Param(int, 2, help="the fewest distinct sensitive values a group is linked to"),
+            "l": Param(int, minimum=2, help="the fewest distinct sensitive values a group is linked to"),
             "form": Param(str, default="frequency", choices=FORMS),
         },
         publish=publish_l_diversity,

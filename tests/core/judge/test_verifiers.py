@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dagster_privrelease.core.hierarchy import Taxonomy
 from dagster_privrelease.core.judge.history import History
+from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.judge.verifiers.li_zhou import m_distinct
 from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
@@ -24,7 +25,6 @@ from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
 from dagster_privrelease.core.judge.verifiers.single import k_anonymity, l_diversity, m_uniqueness
 from dagster_privrelease.core.judge.verifiers.wang_fung import join_statistics, xy_anonymity, xy_linkability
 from dagster_privrelease.core.judge.verifiers.xiao_tao import counterfeit_accounting, generalisation, m_invariance
-from dagster_privrelease.core.models import verify_history
 from dagster_privrelease.core.spec import Model
 from dagster_privrelease.errors import SpecError
 from tests.fixtures import li_zhou, shmueli_tassa, wang_fung, xiao_tao

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dagster_privrelease.core import models
 from dagster_privrelease.core.judge.history import History, IncompleteHistory
+from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers.xiao_tao import counterfeit_accounting, generalisation, m_invariance
 from dagster_privrelease.core.models import m_invariance as model
 from dagster_privrelease.core.release import PreviousRelease
@@ -243,7 +243,7 @@ def test_the_models_own_histories_verify(seed):
     history = invariant_history(seed)
     if history is None:
         return
-    for report in models.verify_history(history):
+    for report in verify_history(history):
         assert report.ok, (report.name, report.violations)
 
 
@@ -264,7 +264,7 @@ VERIFIERS = {
     "m_invariance": lambda h: m_invariance(h, M),
     "counterfeit_accounting": lambda h: [counterfeit_accounting(h)],
     "generalisation": lambda h: [generalisation(h)],
-    "model": models.verify_history,
+    "model": verify_history,
 }
 
 
@@ -289,8 +289,8 @@ def test_single_release_models_windowed_equal_complete(seed):
     dropped from it, against the complete history."""
     for params in ({"name": "k_anonymity", "k": 2}, {"name": "l_diversity", "l": 2}):
         history = broken(random_history(seed, model=params), seed)
-        expected = models.verify_history(dataclasses.replace(history, memo={}))
-        got = release_by_release(history, models.verify_history, scramble=True)
+        expected = verify_history(dataclasses.replace(history, memo={}))
+        got = release_by_release(history, verify_history, scramble=True)
         assert [r.name for r in got] == [r.name for r in expected]
         for a, b in zip(got, expected, strict=True):
             assert_same_report(a, b)

@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 
 from dagster_privrelease.core import models
 from dagster_privrelease.core.encoding import encode
-from dagster_privrelease.core.judge import attacks
+from dagster_privrelease.core.judge import attack_registry, attacks
 from dagster_privrelease.core.judge.history import Bound, History, IncompleteHistory
+from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.judge.verifiers.shmueli_tassa import admits_world
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec, parse_spec, validate_snapshot
@@ -114,7 +115,7 @@ def random_vertical_history(seed: int, people: int = 12, releases: int = 5, leav
 @given(SEEDS, st.sampled_from(["join", "possible_worlds"]), st.integers(1, 4))
 def test_the_vertical_attacks_through_the_window_equal_the_complete_history(seed, attack, bound):
     history = random_vertical_history(seed)
-    run = attacks.ATTACKS[attack]
+    run = attack_registry.attack(attack).run
     expected = run(complete(history), Bound(values=bound))
     (got,), fallbacks = through_windows(history, lambda step: [run(step, Bound(values=bound))])
     assert_same_report(got, expected)
@@ -327,9 +328,9 @@ def model_history(seed: int, releases: int = 5, l: int = 2) -> History:  # noqa:
 @given(SEEDS, st.integers(2, 3))
 def test_the_models_verifiers_and_attacks_through_the_window_equal_the_complete_history(seed, l):  # noqa: E741
     history = model_history(seed, l=l)
-    expected = models.verify_history(complete(history)) + models.attack_history(
+    expected = verify_history(complete(history)) + attack_history(
         complete(history), ["join", "possible_worlds"])
-    got, _ = through_windows(history, lambda step: models.verify_history(step) + models.attack_history(
+    got, _ = through_windows(history, lambda step: verify_history(step) + attack_history(
         step, ["join", "possible_worlds"]))
     assert [r.name for r in got] == [r.name for r in expected]
     for a, b in zip(got, expected, strict=True):

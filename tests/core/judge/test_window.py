@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from dagster_privrelease.core import models
-from dagster_privrelease.core.judge.attacks import ATTACKS
+from dagster_privrelease.core.judge import attack_registry, run
 from dagster_privrelease.core.judge.history import IncompleteHistory
 
 from .test_fast_judge import PROPERTY, SEEDS, VALUES, assert_same_report, random_history
@@ -27,14 +26,14 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("attack", list(ATTACKS))
+@pytest.mark.parametrize("attack", attack_registry.names())
 @WINDOW
 @given(SEEDS)
 def test_every_attack_through_the_window_equals_the_complete_history(attack, seed):
     model = "m_distinct" if attack == "sug" else "m_invariance"  # SUG needs update sets; m_distinct skips others
     history = random_history(seed, model=MODELS[model])
-    expected = models.attack_history(complete(history), [attack])
-    got, fallbacks = through_windows(history, lambda step: models.attack_history(step, [attack]))
+    expected = run.attack_history(complete(history), [attack])
+    got, fallbacks = through_windows(history, lambda step: run.attack_history(step, [attack]))
     assert fallbacks == 0
     for a, b in zip(got, expected, strict=True):
         assert_same_report(a, b)
@@ -45,8 +44,8 @@ def test_every_attack_through_the_window_equals_the_complete_history(attack, see
 @given(SEEDS)
 def test_every_verifier_through_the_window_equals_the_complete_history(model, seed):
     history = random_history(seed, model=MODELS[model])
-    expected = models.verify_history(complete(history))
-    got, fallbacks = through_windows(history, models.verify_history)
+    expected = run.verify_history(complete(history))
+    got, fallbacks = through_windows(history, run.verify_history)
     assert fallbacks == 0
     assert [r.name for r in got] == [r.name for r in expected]
     for a, b in zip(got, expected, strict=True):
@@ -58,4 +57,4 @@ def test_a_window_without_the_memo_refuses_rather_than_guess():
     last = history.release_ids[-1]
     step = window(history, last, {})
     with pytest.raises(IncompleteHistory, match="intersection"):
-        models.attack_history(step, ["intersection"])
+        run.attack_history(step, ["intersection"])

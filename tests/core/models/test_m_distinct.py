@@ -21,7 +21,7 @@ from dagster_privrelease.core.judge.attacks import sug_attack
 from dagster_privrelease.core.judge.history import Bound, History
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.models import m_distinct as md
-from dagster_privrelease.core.models import m_invariance
+from dagster_privrelease.core.models.kernels.hosts import last_groups
 from dagster_privrelease.core.models.m_distinct import cuts, split
 from dagster_privrelease.core.models.m_distinct.assignment import _fill_copies, candidate_pairs
 from dagster_privrelease.core.models.m_distinct.buckets import allowed_pairs, create_buckets, previous_signatures
@@ -659,7 +659,7 @@ def test_previous_signatures_match_a_table_of_sorted_tuples(data):
                        "model": {"name": "m_distinct", "m": 2, "update_sets": update_sets}}).bind(snapshot)
     previous = PreviousRelease(1, snapshot, table, pd.DataFrame(), hosting)
     C = cus_matrix(spec)
-    prev_uss, signatures = previous_signatures(m_invariance.last_groups(snapshot, spec, previous), spec, C)
+    prev_uss, signatures = previous_signatures(last_groups(snapshot, spec, previous), spec, C)
     cus_rows = [tuple(row) for row in C.tolist()]
     stands = {v: cus_rows.index(cus_rows[i]) for i, v in enumerate(values)}  # the first value of the same CUS
     hosted = dict(zip(hosting["pid"], hosting["group_id"], strict=True))

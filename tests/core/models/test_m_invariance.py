@@ -14,12 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dagster_privrelease.core import models
 from dagster_privrelease.core.encoding import dense_unique, encode
 from dagster_privrelease.core.judge.history import History
+from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers import single as verify
 from dagster_privrelease.core.models import m_invariance as mi
 from dagster_privrelease.core.models import mondrian
+from dagster_privrelease.core.models.kernels import buckets
+from dagster_privrelease.core.models.kernels import split as kernel
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
 from dagster_privrelease.core.spec import BoundSpec, Model, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
@@ -77,7 +79,7 @@ def run(snapshots: list[pd.DataFrame], spec: Spec) -> tuple[History | None, list
 
 def judge(history: History) -> None:
     """Every verifier of the model passes, and the intersection attack pins nobody below 1/m."""
-    for report in models.verify_history(history):
+    for report in verify_history(history):
         assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
     if attacks is not None:
         report = attacks.intersection_attack(history)
@@ -227,7 +229,7 @@ def test_raising_m_on_a_running_history_is_refused():
 def eligible_counts(draw):
     m = draw(st.integers(2, 6))
     counts = np.array(draw(st.lists(st.integers(0, 40), min_size=m, max_size=12)), dtype=np.int64)
-    cap = mi.eligible_cap(counts, m)
+    cap = buckets.eligible_cap(counts, m)
     return np.minimum(counts, cap), m
 
 
@@ -237,7 +239,7 @@ def test_lemma_5_assignment_always_places_an_m_eligible_s_minus(case):
     counts, m = case
     assert m * counts.max() <= counts.sum()  # eligible_cap makes it m-eligible (or empty)
     placed = np.zeros_like(counts)
-    for values, alpha in mi.assign(counts, m):
+    for values, alpha in buckets.assign(counts, m):
         assert len(values) >= m and len(set(values.tolist())) == len(values) and alpha >= 1
         placed[values] += alpha
         left = counts - placed
@@ -249,7 +251,7 @@ def test_lemma_5_assignment_always_places_an_m_eligible_s_minus(case):
 @given(st.lists(st.integers(0, 30), min_size=2, max_size=10), st.integers(2, 5))
 def test_eligible_cap_holds_back_the_fewest_tuples(counts, m):
     counts = np.array(counts)
-    cap = mi.eligible_cap(counts, m)
+    cap = buckets.eligible_cap(counts, m)
     kept = np.minimum(counts, cap)
     assert m * kept.max() <= kept.sum()
     # one more tuple kept is impossible: every m-eligible sub-multiset with max C keeps at most Σ min(n, C)
@@ -263,8 +265,8 @@ def test_eligible_cap_holds_back_the_fewest_tuples(counts, m):
        st.lists(st.integers(0, 12), min_size=5, max_size=5))
 def test_balancing_keeps_s_minus_m_eligible_and_fills_only_shortages(m, shortage, counts):
     shortage, counts = np.array(shortage), np.array(counts)
-    counts = np.minimum(counts, mi.eligible_cap(counts, m))
-    moved = mi.balance(shortage, (shortage > 0).sum(axis=1), counts, m)
+    counts = np.minimum(counts, buckets.eligible_cap(counts, m))
+    moved = buckets.balance(shortage, (shortage > 0).sum(axis=1), counts, m)
     assert (moved >= 0).all() and (moved <= shortage).all()
     left = counts - moved.sum(axis=0)
     assert (left >= 0).all() and m * left.max() <= left.sum()
@@ -279,7 +281,7 @@ def test_balancing_keeps_s_minus_m_eligible_and_fills_only_shortages(m, shortage
 def test_split_makes_groups_of_one_tuple_per_value_and_cuts_the_widest_gap():
     X = np.array([[0.0], [0.1], [0.9], [1.0], [0.05], [0.95]])
     values = np.array([0, 1, 0, 1, 2, 2])
-    groups = mi.split(X, values, np.zeros(6, dtype=np.int64))
+    groups = kernel.split(X, values, np.zeros(6, dtype=np.int64))
     assert groups[0] == groups[1] == groups[4] and groups[2] == groups[3] == groups[5]
     assert groups[0] != groups[2]
 
@@ -287,7 +289,7 @@ def test_split_makes_groups_of_one_tuple_per_value_and_cuts_the_widest_gap():
 def test_split_places_counterfeits_first_and_ignores_them_in_extents():
     X = np.array([[np.nan], [0.0], [0.5], [0.55]])
     values = np.array([0, 1, 0, 1])
-    groups = mi.split(X, values, np.zeros(4, dtype=np.int64))
+    groups = kernel.split(X, values, np.zeros(4, dtype=np.int64))
     assert groups[0] == groups[1] and groups[2] == groups[3]
 
 
@@ -301,7 +303,7 @@ def test_extreme_tables_read_what_the_flat_look_up_reads(dtype, sizes, data):
     table[:, K], table[:, K + 1] = 2.0, -1.0
     for j, size in enumerate(sizes):
         table[j, :size] = np.sort(data.draw(st.lists(st.floats(0, 1), min_size=size, max_size=size)))
-    lo, hi = mi._extreme_tables(table, np.dtype(dtype))
+    lo, hi = kernel._extreme_tables(table, np.dtype(dtype))
     assert lo is not None and hi is not None
     flat, wrapped = table.ravel(), int(np.iinfo(dtype).max)
     for j, size in enumerate(sizes):
@@ -309,7 +311,7 @@ def test_extreme_tables_read_what_the_flat_look_up_reads(dtype, sizes, data):
             assert lo[j, low] == flat[min(low, K) + j * (K + 2)]
         for high in range(size + 1):  # maximum code: 0 for a column of counterfeits only
             assert hi[j, high] == flat[high - 1 + j * (K + 2)]
-    assert mi._extreme_tables(table, np.dtype(np.uint32)) == (None, None)
+    assert kernel._extreme_tables(table, np.dtype(np.uint32)) == (None, None)
 
 
 @settings(max_examples=200, deadline=None)
@@ -321,7 +323,7 @@ def test_running_extent_is_the_extent_of_every_prefix_of_a_node(nodes):
     high = np.array([h for node in nodes for h, _ in node])
     low = np.array([lo for node in nodes for _, lo in node])
     cnode = np.repeat(np.arange(len(nodes)), [len(node) for node in nodes])
-    got = mi._running_extent(low, high, 8.0 * cnode)
+    got = kernel._running_extent(low, high, 8.0 * cnode)
     want = [max(max(h for h, _ in node[: k + 1]) - min(lo for _, lo in node[: k + 1]), 0.0)
             for node in nodes for k in range(len(node))]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
@@ -403,7 +405,7 @@ def test_split_cuts_as_the_one_cut_at_a_time_reference(relative, buckets):
     for bx, bv in buckets:
         expected |= {frozenset(r + offset for r in g) for g in _reference_split(bx, bv, relative=relative)}
         offset += len(bv)
-    assert _partition(mi.split(X, values, bucket, relative=relative)) == expected
+    assert _partition(kernel.split(X, values, bucket, relative=relative)) == expected
 
 
 @settings(max_examples=100, deadline=None)
@@ -426,9 +428,9 @@ def test_normalised_is_min_shifted_over_widths_then_counterfeit_rows(case):
     for i in range(X.shape[1]):
         low = X[:, i].min() if numeric[i] else 0.0
         expected[: len(X), i] = (X[:, i] - low) / (widths[i] if widths[i] > 0 else 1.0)
-    got = mi.normalised(X, spec, widths, counterfeits=fakes)
+    got = kernel.normalised(X, spec, widths, counterfeits=fakes)
     np.testing.assert_array_equal(got, expected)
-    np.testing.assert_array_equal(mi.normalised(X, spec, widths), expected[: len(X)])
+    np.testing.assert_array_equal(kernel.normalised(X, spec, widths), expected[: len(X)])
 
 
 @settings(max_examples=100, deadline=None)
@@ -444,7 +446,7 @@ def test_number_groups_orders_groups_by_lower_corner(rows, fakes):
     fake_groups = np.array([f % (groups.max() + 1) for f in fakes], dtype=np.int64)
     corners = {g: tuple(X[groups == g].min(axis=0).tolist()) for g in range(groups.max() + 1)}
     new_id = {g: i + 1 for i, g in enumerate(sorted(corners, key=lambda g: (corners[g], g)))}
-    got, got_fakes = mi.number_groups(X, groups, fake_groups)
+    got, got_fakes = kernel.number_groups(X, groups, fake_groups)
     assert got.tolist() == [new_id[g] for g in groups.tolist()]
     assert got_fakes.tolist() == [new_id[g] for g in fake_groups.tolist()]
 
@@ -455,8 +457,8 @@ def test_split_of_a_qi_with_hundreds_of_values_cuts_as_the_reference():
     values = np.repeat(np.arange(3), 120)
     X = np.column_stack([rng.permutation(360), rng.integers(0, 4, 360)]).astype(np.float64) / 512
     X[::17] = np.nan
-    groups = mi.split(X, values, np.zeros(len(X), dtype=np.int64))
-    assert mi._rank_codes(X)[0].dtype == np.uint16
+    groups = kernel.split(X, values, np.zeros(len(X), dtype=np.int64))
+    assert kernel._rank_codes(X)[0].dtype == np.uint16
     assert _partition(groups) == _reference_split(X, values)
 
 
@@ -586,7 +588,7 @@ def test_random_streams_publish_exactly_when_the_new_tuples_are_m_eligible(case)
         if release is not None:
             published.append(set(frame["pid"]))
     if history is not None:  # the attack runs in the hold-back streams; the verifier suffices here
-        for report in models.verify_history(history):
+        for report in verify_history(history):
             assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
 
 
@@ -611,7 +613,7 @@ def test_census_kdd_stream_passes_the_verifier(census_kdd):
     history, releases = run(list(stream(base, pool, 2_000, 20, rng)), spec)
     assert all(r is not None for r in releases) and history is not None
     assert history.release_ids == list(range(1, 21))
-    for report in models.verify_history(history):
+    for report in verify_history(history):
         assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
 
 

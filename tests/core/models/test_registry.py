@@ -7,6 +7,8 @@ one group, the coarsest k-anonymous release there is.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,6 +18,7 @@ from typer.testing import CliRunner
 from dagster_privrelease import cli, pipeline
 from dagster_privrelease.core import models
 from dagster_privrelease.core.judge.history import Bound
+from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.judge.verifiers import verify_k_anonymity
 from dagster_privrelease.core.models import ModelDescriptor, Param
 from dagster_privrelease.core.release import PreviousRelease, Release, build_release
@@ -35,7 +38,7 @@ def publish_one_group(
 TOY = ModelDescriptor(
     name="toy_one_group",
     paper="none: a test double",
-    params={"k": Param(int, 2, maximum=1000, help="the fewest rows of the one group")},
+    params={"k": Param(int, minimum=2, maximum=1000, help="the fewest rows of the one group")},
     publish=publish_one_group,
     verify=verify_k_anonymity,
     bound=lambda params: Bound(values=2, tuples=int(params["k"])),
@@ -88,8 +91,8 @@ def test_a_registered_model_publishes_and_is_judged_by_the_pipeline(toy, tmp_pat
     assert (first["groups"], second["groups"]) == (1, 1)
     assert first["checks"]["k_anonymity"] and second["checks"]["k_anonymity"]
     history = store.history()
-    assert all(r.ok for r in models.verify_history(history))
-    assert {r.name for r in models.attack_history(history)} >= {"intersection", "forward"}
+    assert all(r.ok for r in verify_history(history))
+    assert {r.name for r in attack_history(history)} >= {"intersection", "forward"}
 
 
 def test_a_registered_model_runs_through_dagster_and_the_cli(toy, tmp_path):
@@ -107,3 +110,18 @@ def test_a_registered_model_runs_through_dagster_and_the_cli(toy, tmp_path):
     verified = runner.invoke(cli.app, ["verify", "--spec", str(spec_path), "--db", str(db)])
     assert verified.exit_code == 0, verified.output
     assert ReleaseStore(db, parse_spec(raw({"name": "toy_one_group", "k": 3}))).release_ids() == [1, 2]
+
+
+def test_a_model_naming_an_unknown_attack_is_refused_at_registration():
+    leaky = dataclasses.replace(TOY, name="toy_skips", skipped_attacks={"no_such_attack": "why not"})
+    with pytest.raises(ValueError, match=r"model 'toy_skips': skipped_attacks names unknown attack\(s\) "
+                                         r"\['no_such_attack'\]"):
+        models.register(leaky)
+    assert models.find("toy_skips") is None
+
+
+def test_a_param_bound_is_a_keyword_never_a_positional_default():
+    with pytest.raises(TypeError):
+        Param(int, 2)  # pyright: ignore[reportCallIssue]  # reads as a default: the minimum is minimum=2
+    param = Param(int, minimum=2)
+    assert (param.minimum, param.default) == (2, None)

@@ -22,6 +22,7 @@ from dagster_privrelease.core import models
 from dagster_privrelease.core.hierarchy import Taxonomy
 from dagster_privrelease.core.judge.attacks import join_groups
 from dagster_privrelease.core.judge.history import Bound, History
+from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers.wang_fung import xy_anonymity, xy_linkability
 from dagster_privrelease.core.models.xy_privacy import publish
 from dagster_privrelease.core.release import PreviousRelease
@@ -125,7 +126,7 @@ def test_example_1_tds4sa_satisfies_xy_anonymity_on_name_job_disease():
     assert cells == {("Alice", "White", "c1"), ("Bob", "White", "c2"), ("Bob", "Blue", "c3"), ("Cathy", "Blue", "c4")}
     assert release.table["Disease"].isna().all()  # T1 = (Name, Job, Class): Disease is T2's
     assert release.groups == 4 and sorted(release.hosting["group_id"]) == [1, 1, 2, 3, 4]
-    assert all(r.ok for r in models.verify_history(history))
+    assert all(r.ok for r in verify_history(history))
 
 
 def test_example_1_with_both_jobs_in_x_is_refused_by_corollary_4_2():
@@ -138,7 +139,7 @@ def test_example_1_join_k_anonymous_on_name_disease_removes_the_sharpening():
     """The data holder's wish in Example 1: the join k-anonymous on {Name, Disease} (Y a key of the join, §5.4
     Case 4). The judge's join, whose {Bob, HIV} group has size 1 with the raw T1, has no group below 2."""
     spec, t2, release, history = example_1(X=["Name", "T1.Job", "Disease"], Y=[], k=2)
-    assert all(r.ok for r in models.verify_history(history))
+    assert all(r.ok for r in verify_history(history))
     groups = join_groups(history)
     assert groups["size"].min() >= 2 and groups["size"].sum() == 25  # every T1 row matches every T2 row
 
@@ -566,12 +567,12 @@ def test_verify_through_the_window_equals_the_complete_history_and_the_naive_joi
     releases = [data.draw(projections(population, j)) for j in range(1, count + 1)]
     history = vertical_history(population, releases, spec)
     try:
-        expected = models.verify_history(complete(history))
+        expected = verify_history(complete(history))
     except SpecError:  # X or Y names nothing of the two releases: refused alike through the window
         with pytest.raises(SpecError):
-            judged_release_by_release(history, models.verify_history)
+            judged_release_by_release(history, verify_history)
         return
-    got = judged_release_by_release(history, models.verify_history)
+    got = judged_release_by_release(history, verify_history)
     assert len(got) == len(expected) == count - 1
     for a, b in zip(got, expected, strict=True):
         assert a.name == b.name and a.ok == b.ok and a.summary == b.summary

@@ -12,8 +12,10 @@ rule (with the paper's definition), so that a failed check says what to fix.
 - ``shmueli_tassa``: possible worlds (Defs. 3.1-3.2), sequential l-diversity;
 - ``wang_fung``: (X, Y)-anonymity and (X, Y)-linkability on the join of two releases (Defs. 3.1-3.2).
 
-The ``verify_<model>`` functions below are the entry points the model registry (``core.models``) names: what
-each model promises, over the whole history, publisher side included. Those of k-anonymity, l-diversity,
+The ``verify_<model>`` functions are the entry points the models' descriptors name: what each model promises,
+over the whole history, publisher side included; those of k-anonymity, l-diversity, m-invariance and m-Distinct
+below, ``shmueli_tassa.verify_sequential_l_diversity`` and ``wang_fung.verify_xy_privacy`` in their papers'
+modules (re-exported here). Those of k-anonymity, l-diversity,
 m-invariance and m-Distinct are folded one release at a time (``single.fold_releases``): judging release n reads release n and
 the judge's memo of release n-1, so through the judge's window (``History.first``) it costs O(n_n log n_n + the
 memo), the same whatever n; from the first release (a complete history without the memo) it costs the sum over
@@ -24,10 +26,13 @@ from __future__ import annotations
 
 from ..history import History, Report
 from .li_zhou import verify_m_distinct_folded
+from .shmueli_tassa import verify_sequential_l_diversity
 from .single import fold_releases, k_anonymity, l_diversity
+from .wang_fung import verify_xy_privacy
 from .xiao_tao import hosted, m_invariance_step, publisher_side
 
-__all__ = ["verify_k_anonymity", "verify_l_diversity", "verify_m_distinct", "verify_m_invariance"]
+__all__ = ["verify_k_anonymity", "verify_l_diversity", "verify_m_distinct", "verify_m_invariance",
+           "verify_sequential_l_diversity", "verify_xy_privacy"]
 
 
 def verify_k_anonymity(history: History) -> list[Report]:

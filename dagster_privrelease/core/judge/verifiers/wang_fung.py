@@ -4,7 +4,8 @@ The adversary joins the current release T1 with a previous one T2 on their commo
 match when they lie on one generalisation path (their leaf ranges overlap) and no declared semantic
 inconsistency holds. ``join_statistics`` counts the join's records per value of (X, Y) from matching partitions,
 without materialising the join (§5.3-5.4); ``xy_anonymity`` (Def. 3.1) and ``xy_linkability`` (Def. 3.2) read
-the counts.
+the counts. ``verify_xy_privacy`` is the xy_privacy model's check of a release against each earlier one, through
+the judge's memo (``release_counts``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,16 @@ import numpy as np
 import pandas as pd
 
 from ....errors import SpecError
-from ..history import Report
+from ...grouping import released_attributes
+from ...spec import BoundSpec
+from ..history import History, Report
 from ..report import verifier_report
+
+#: ``model.kind`` of the xy_privacy model: Def. 3.1 or Def. 3.2.
+ANONYMITY, LINKABILITY = "anonymity", "linkability"
+
+#: The columns of a published release that are the store's, not the adversary's.
+BOOKKEEPING = ("release_id", "group_id")
 
 #: The optional column of a table given as value counts (e.g. the judge's memo of an earlier release): how many
 #: rows of the release hold that row's values. Without it every row counts once.
@@ -25,6 +34,11 @@ WEIGHT = "__rows__"
 #: A semantic inconsistency (Wang-Fung §3.3): ``(attribute of T1, value, attribute of T2, value)``; the two values
 #: and all their specialisations never describe the same record.
 Inconsistency = tuple[str, str, str, str]
+
+
+def attribute_of(name: str) -> str:
+    """``A`` of ``T1.A`` / ``T2.A`` / ``A``."""
+    return name[3:] if name.startswith(("T1.", "T2.")) else name
 
 
 def _node_range(name: str, taxonomies: Mapping, labels: Iterable[str]) -> Callable[[str], tuple[int, int]]:
@@ -184,3 +198,110 @@ def xy_linkability(
     bad["detail"] = [f"{r} of the join records holding x hold y ({p:.0%})" for r, p in
                      zip(bad["records"], bad["linkability"], strict=True)]
     return verifier_report("xy_linkability", bad, k=k, L_Y=float(stats["linkability"].max()) if len(stats) else 0.0)
+
+
+# ------------------------------------------------------------------------------------- the model's verifier
+
+
+def _published(table: pd.DataFrame, spec: BoundSpec) -> pd.DataFrame:
+    """A release as the adversary reads it: the labels of its quasi-identifiers and its non-null columns."""
+    qis = released_attributes(table, spec)
+    raw = [c for c in table.columns if c not in BOOKKEEPING and not c.endswith(("__lo", "__hi"))
+           and c not in spec.quasi_identifiers and table[c].notna().any()]
+    return table[qis + raw].reset_index(drop=True)
+
+
+def _present(names: Sequence[str], current: pd.DataFrame, previous: pd.DataFrame) -> list[str]:
+    """The references that name a column of one of the two tables (the judge's ``_references`` needs them)."""
+    keep = []
+    for name in names:
+        base = attribute_of(name)
+        if (name.startswith("T1.") and base in current) or (name.startswith("T2.") and base in previous) or (
+                not name.startswith(("T1.", "T2.")) and (base in current or base in previous)):
+            keep.append(name)
+    return keep
+
+
+#: The judge's memo of the (X, Y) verifiers (``History.memo``, keyed ``(EARLIER, release id)``): the published
+#: columns of releases 1..n as value counts, one row per ``release_id`` and distinct published row, the count in
+#: ``wang_fung.WEIGHT``, a column the release does not publish null. Plain string columns (Parquet).
+EARLIER = "xy_privacy_releases"
+
+
+def _release_counts(table: pd.DataFrame, spec: BoundSpec, release_id: int) -> pd.DataFrame:
+    """One release as the memo keeps it: the value counts of its published columns (as text). O(rows)."""
+    text = _published(table, spec).astype(str)
+    if not len(text.columns):
+        counts = pd.DataFrame({WEIGHT: [len(text)]})
+    else:
+        counts = text.groupby(list(text.columns), sort=True).size().rename(WEIGHT).reset_index()
+    counts.insert(0, "release_id", np.int64(release_id))
+    return counts.astype({WEIGHT: np.int64})
+
+
+def release_counts(history: History) -> pd.DataFrame:
+    """The memo ``(EARLIER, n)``: value counts of the published columns of releases 1..n (``EARLIER``), folded
+    from the memo of release n-1 with release n (``History.previous_memo``; every release of a complete history
+    without one), recorded in ``history.memo``. A function of releases 1..n. Cost O(|release n| + memo) with
+    the memo; the memo holds the distinct published rows of every release, not the releases' rows."""
+    spec, ids = history.spec, history.release_ids
+    if (EARLIER, ids[-1]) in history.memo:
+        return history.memo[(EARLIER, ids[-1])]
+    before = history.previous_memo(EARLIER)
+    frames = [] if before is None else [before]
+    for j in ids if before is None else ids[-1:]:
+        frames.append(_release_counts(history.release(j), spec, j))
+    memo = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    history.memo[(EARLIER, ids[-1])] = memo
+    return memo
+
+
+def _counted(memo: pd.DataFrame, release_id: int) -> pd.DataFrame:
+    """Release ``release_id`` of the memo: its published columns (as text) and ``WEIGHT``."""
+    rows = memo[memo["release_id"] == release_id]
+    columns = [c for c in memo.columns if c not in ("release_id", WEIGHT) and rows[c].notna().any()]
+    return rows[[*columns, WEIGHT]].reset_index(drop=True)
+
+
+def verify_xy_privacy(history: History) -> list[Report]:
+    """Model ``xy_privacy``: (X, Y)-anonymity or (X, Y)-linkability of the newest release against each earlier
+    one in turn (``models.xy_privacy``'s docstring), per the spec's X, Y, k (and ``values``, ``inconsistent``);
+    a first release is checked alone (a constant join key). Each report's summary names the earlier release.
+
+    The earlier releases are read from the judge's memo (``release_counts``: their published rows as value
+    counts), so a window (releases n-1 and n, ``History.first``) gives the same reports as the complete history.
+    Cost: O(|release n| + memo) for the memo, then the judge's join per earlier release (one report each, as the
+    definition asks), on the distinct published rows of that release rather than its rows."""
+    spec, params = history.spec, history.spec.model.params
+    newest = history.release_ids[-1]
+    current = _published(history.release(newest), spec)
+    taxonomies = {a: spec.quasi_identifiers[a].taxonomy for a in current.columns
+                  if a in spec.quasi_identifiers and not spec.quasi_identifiers[a].numeric}
+    continuous = {a for a, qi in spec.quasi_identifiers.items() if qi.numeric}
+    memo = release_counts(history)
+    earlier = sorted(int(j) for j in memo["release_id"].unique() if j < newest)
+    pairs = [(j, _counted(memo, j)) for j in earlier]
+    if not pairs:
+        current = current.assign(__release__="T1")
+        pairs = [(None, pd.DataFrame({"__release__": ["T1"]}))]
+    reports = []
+    for j, previous in pairs:
+        x, y = _present(params["X"], current, previous), _present(params["Y"], current, previous)
+        join_on = [c for c in current.columns if c in previous.columns and c not in continuous]
+        if not x:  # X names nothing the two publish: every join record holds the one empty x (Def. 3.1)
+            current, x = current.assign(__x__=""), ["T1.__x__"]
+        rules = [tuple(r) for r in params["inconsistent"] if r[0] in current and r[2] in previous]
+        join = {"taxonomies": taxonomies, "inconsistent": rules, "join_on": join_on}
+        if params["kind"] == ANONYMITY:
+            found = [xy_anonymity(current, previous, x, y, int(params["k"]), **join)]
+        elif params["values"]:
+            by_threshold: dict[float, list[str]] = {}
+            for value, threshold in params["values"].items():
+                by_threshold.setdefault(float(threshold), []).append(str(value))
+            found = [xy_linkability(current, previous, x, y, t, values=v, **join) for t, v in by_threshold.items()]
+        else:
+            found = [xy_linkability(current, previous, x, y, float(params["k"]), **join)]
+        for report in found:
+            report.summary["earlier_release"] = j
+        reports += found
+    return reports

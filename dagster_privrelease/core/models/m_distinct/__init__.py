@@ -55,8 +55,10 @@ from ...judge.history import Bound
 from ...judge.verifiers import verify_m_distinct
 from ...release import PreviousRelease, Release, build_release
 from ...spec import BoundSpec
-from .. import m_invariance, mondrian
+from .. import mondrian
 from ..base import ModelDescriptor, Param, PreviousPart
+from ..kernels.hosts import last_groups
+from ..kernels.split import normalised, number_groups
 from .assignment import assign_records, candidate_pairs
 from .buckets import create_buckets, previous_signatures
 from .changes import refuse_illegal_updates
@@ -86,19 +88,19 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     if previous is None:
         prev_uss, signatures = np.full(len(snapshot), -1, dtype=np.int64), []
     else:
-        last = m_invariance.last_groups(snapshot, spec, previous)
+        last = last_groups(snapshot, spec, previous)
         seen = last.host >= 0
         refuse_illegal_updates(last.was[seen], snapshot[spec.sensitive].astype(str).to_numpy()[seen], spec, C)
         prev_uss, signatures = previous_signatures(last, spec, C)
     X = encode(snapshot, spec)
-    Xn = m_invariance.normalised(X, spec, mondrian.domain_widths(X, spec))
+    Xn = normalised(X, spec, mondrian.domain_widths(X, spec))
     buckets = create_buckets(signatures, C)
     assigned = assign_records(buckets, candidate_pairs(buckets, prev_uss, codes, strict), codes, Xn)
     groups, fake_groups, fake_sets = generate_groups(Xn, codes, assigned, buckets, C, strict, m, rng)
     kept = np.isin(fake_groups, groups)  # a group of counterfeits only hides nobody (module docstring)
     fake_groups, fake_sets = fake_groups[kept], fake_sets[kept]
     _, dense = dense_unique(np.concatenate([groups, fake_groups]))
-    groups, fake_groups = m_invariance.number_groups(X, dense[: len(groups)], dense[len(groups):])
+    groups, fake_groups = number_groups(X, dense[: len(groups)], dense[len(groups):])
     drawn = np.argmax(fake_sets * (1.0 + rng.random(fake_sets.shape)), axis=1)
     values = np.asarray(spec.sensitive_values, dtype=object)
     counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[drawn]})
@@ -118,7 +120,7 @@ MODEL = ModelDescriptor(
     name="m_distinct",
     paper="Li & Zhou, m-Distinct (§IV Defs. 12-15, §V Algorithms 1-3: create buckets, assign records, split)",
     params={
-        "m": Param(int, 2, help="every group has m records with pairwise different sensitive values"),
+        "m": Param(int, minimum=2, help="every group has m records with pairwise different sensitive values"),
         "update_sets": Param(dict, default={}, check=check_update_sets,
                              help="candidate update set of every sensitive value: {value: [values it may become]}; "
                                   "a value not listed can only stay itself"),
@@ -138,3 +140,6 @@ MODEL = ModelDescriptor(
         for name in ("intersection", "equivalence")
     },
 )
+
+#: What this module registers (``registry.BUILTIN``).
+MODELS = (MODEL,)

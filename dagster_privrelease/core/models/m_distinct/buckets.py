@@ -21,7 +21,7 @@ import numpy as np
 
 from ....errors import NotPublishable
 from ...spec import BoundSpec
-from .. import m_invariance
+from ..kernels.hosts import LastGroups
 
 
 def linear_sum_assignment(*args, **kwargs):
@@ -33,7 +33,7 @@ def linear_sum_assignment(*args, **kwargs):
 
 
 def previous_signatures(
-    last: m_invariance.LastGroups, spec: BoundSpec, C: np.ndarray
+    last: LastGroups, spec: BoundSpec, C: np.ndarray
 ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     """The update set signature (Def. 13) of the group that last hosted each record (``last``: in T*(n-1), or for
     a record coming back after an absence in the release that last published it; Def. 15 binds a record's

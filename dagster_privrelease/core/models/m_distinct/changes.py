@@ -1,6 +1,6 @@
 """m-Distinct's refusal of an internal update (Li-Zhou Def. 2) outside the CUS of the old value (Def. 12): no
 release could hide it, since the adversary prunes every path of its SUG through it (Def. 11). A record's old value
-is the one of its previous version, whenever it was published (``m_invariance.last_groups``).
+is the one of its previous version, whenever it was published (``kernels.hosts.last_groups``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ values drawn from their entries' CUS.
 
 - The split of §V-C picks, along one QI, the first k records of every entry for one child. With pairwise disjoint
   entries every such cut keeps both children balanced and m-eligible, and all buckets are cut at once by
-  ``m_invariance.split`` (the entry in the value's place). With overlapping entries (a CUS repeated in a USS, or CUSs
+  ``kernels.split.split`` (the entry in the value's place). With overlapping entries (a CUS repeated in a USS, or CUSs
   that overlap) only the cuts whose children have no value more than k (resp. δ - k) times are kept
   (``split_overlapping``); below ``LEAF`` records per entry, or when no cut is valid, a node is decomposed directly
   (König's edge-colouring theorem: balanced with F_max <= δ suffices). A counterfeit's value is drawn from its
@@ -21,7 +21,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
 from ....errors import NotPublishable
-from .. import m_invariance
+from ..kernels.buckets import buckets_of
+from ..kernels.split import split
 from .buckets import Buckets, linear_sum_assignment
 from .cuts import level_cuts, sort_ranks
 from .update_sets import classes_of
@@ -44,12 +45,12 @@ def top_up(counts: np.ndarray, m: int) -> np.ndarray:
 def new_buckets(keys: np.ndarray, K: int, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Records no bucket can take (CNT_buc = 0), partitioned as a static table (§V-B: "exploiting existing
     anonymization algorithms"): counterfeits where the keys are not m-eligible (``top_up``), then Xiao-Tao's
-    assignment (Fig. 3, ``m_invariance.buckets_of``) into balanced buckets of at least m distinct keys.
+    assignment (Fig. 3, ``kernels.buckets.buckets_of``) into balanced buckets of at least m distinct keys.
 
     Returns ``(bucket per record then per counterfeit, key per counterfeit)``. O(n log n)."""
     fakes = top_up(np.bincount(keys, minlength=K), m)
     every = np.concatenate([keys, fakes])
-    buckets, _, _ = m_invariance.buckets_of(every, np.full(len(every), -1, dtype=np.int64),
+    buckets, _, _ = buckets_of(every, np.full(len(every), -1, dtype=np.int64),
                                             np.zeros((0, K), dtype=bool), m, K, rng)
     return buckets, fakes
 
@@ -264,7 +265,7 @@ def generate_groups(
 
     ``assigned``: ``assign_records``'s result. A bucket of pairwise disjoint entries gets δ - |e| counterfeits in
     each entry e (δ its largest entry; F_max <= δ holds by disjointness) and is split, with the records of no
-    bucket (``new_buckets``), by ``m_invariance.split`` with eq. 4's score: the entry plays the value's part, so
+    bucket (``new_buckets``), by ``kernels.split.split`` with eq. 4's score: the entry plays the value's part, so
     every cut keeps both halves balanced, and a half's F_max never exceeds its entries' size. A bucket of
     overlapping entries gets δ = max(F_max, |e_i|) and is cut by ``split_overlapping``: when its entries are
     pairwise equal or disjoint (the CUSs of a partition, some repeated) its δ - |e| counterfeits per entry stay
@@ -304,7 +305,7 @@ def generate_groups(
         parts_value += [classes[codes[lone]], fkeys]
         parts_bucket += [B + nb[: len(lone)], B + nb[len(lone):]]
         fake_sets.append(classes[None, :] == fkeys[:, None])
-    labels = m_invariance.split(np.vstack(parts_x), np.concatenate(parts_value), np.concatenate(parts_bucket),
+    labels = split(np.vstack(parts_x), np.concatenate(parts_value), np.concatenate(parts_bucket),
                                 relative=True)
     # the rows were: plain buckets' records, their counterfeits, then the lone records and theirs
     genuine = np.zeros(len(labels), dtype=bool)

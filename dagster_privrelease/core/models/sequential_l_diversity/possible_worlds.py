@@ -36,23 +36,15 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 from ....errors import NotPublishable
 from ...encoding import encode, sensitive_codes
+from ...judge.verifiers.shmueli_tassa import source_column
 from ...release import PreviousRelease
 from ...spec import BoundSpec, rows_text
 from .. import mondrian
-from ..m_invariance import eligible_cap
+from ..kernels.buckets import eligible_cap
 from .information_loss import InformationLoss
-
-#: The compact form's column naming an individual's source tuple (eq. (5)); the judge's ``worlds_from_permutations``
-#: reads the same layout.
-SOURCE_PREFIX = "source_"
 
 #: Mondrian leaves larger than this (and than 4ℓ) are dealt into buckets of ℓ..2ℓ-1 tuples (``buckets``).
 LARGEST_BUCKET = 100
-
-
-def source_column(spec: BoundSpec) -> str:
-    """``source_<id>``: the column of the compact worlds naming the tuple whose suffix an individual takes."""
-    return f"{SOURCE_PREFIX}{spec.id}"
 
 
 # ------------------------------------------------------------------------------------------------ Steps 2-7

@@ -65,10 +65,10 @@ import pandas as pd
 from ....errors import NotPublishable
 from ...hierarchy import interval_labels, widen
 from ...intervals import expand_runs
+from ...judge.verifiers.shmueli_tassa import source_column
 from ...release import Release
 from ...spec import BoundSpec
 from .information_loss import InformationLoss
-from .possible_worlds import source_column
 
 
 def linear_sum_assignment(*args, **kwargs):

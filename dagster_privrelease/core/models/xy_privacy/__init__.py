@@ -32,12 +32,13 @@ Choices where the paper leaves room:
   the common raw columns (matched on equal values), plus those the inconsistency rules name; continuous
   attributes are not joined on (§3.3: "their taxonomies may be generated differently").
 - A rule value is a taxonomy node for a categorical quasi-identifier of T1's spec, otherwise a plain value
-  matched on equality (the judge reads it the same way, as ``verify`` passes it those taxonomies only).
+  matched on equality (the judge reads it the same way, as ``verify_xy_privacy`` passes it those taxonomies
+  only).
 - Several earlier releases are joined to T1 as the star join of §7 (each T_i matched against T1); the judge's
-  checker takes two tables, so ``verify`` checks T1 against each earlier release in turn (X and Y restricted to
-  the two). That is not weaker: an adversary may join T1 with one earlier release alone, and that join can hold
-  fewer records per x than the star join, so from the fourth release the judge refuses some of TDS4SA's
-  candidates (a known gap: TDS4SA does not keep every sub-join valid).
+  checker takes two tables, so ``verify_xy_privacy`` (``judge.verifiers.wang_fung``) checks T1 against each
+  earlier release in turn (X and Y restricted to the two). That is not weaker: an adversary may join T1 with one
+  earlier release alone, and that join can hold fewer records per x than the star join, so from the fourth
+  release the judge refuses some of TDS4SA's candidates (a known gap: TDS4SA does not keep every sub-join valid).
 - (X, Y)-linkability needs Y in one release only (Lemma 4.2, Corollary 4.1); anonymity accepts Y anywhere
   (Lemma 4.1). X and Y may not share an attribute name.
 """
@@ -51,29 +52,20 @@ import numpy as np
 import pandas as pd
 
 from ....errors import NotPublishable, SpecError
-from ...grouping import released_attributes
 from ...hierarchy import interval_labels
-from ...judge.history import Bound, History, Report
-from ...judge.verifiers.wang_fung import WEIGHT, xy_anonymity, xy_linkability
+from ...judge.history import Bound
+from ...judge.verifiers.wang_fung import BOOKKEEPING, attribute_of, verify_xy_privacy
 from ...release import PreviousRelease, Release
 from ...spec import BoundSpec, Spec
 from ..base import ModelDescriptor, Param
 from .join import ANONYMITY, LINKABILITY, Case, JoinStatistics, dense_codes, side_of
 from .tds4sa import INFO, CategoricalCut, IntervalCut, tds4sa
 
-BOOKKEEPING = ("release_id", "group_id")
-
-
 # ---------------------------------------------------------------------------------------------------- the spec
 
 
-def _base(name: str) -> str:
-    """``A`` of ``T1.A`` / ``T2.A`` / ``A``."""
-    return name[3:] if name.startswith(("T1.", "T2.")) else name
-
-
 def _names(key: str, value: Any) -> None:
-    if not all(isinstance(v, str) and _base(v) for v in value):
+    if not all(isinstance(v, str) and attribute_of(v) for v in value):
         raise SpecError(f"model.{key}: expected a list of attribute names (A, T1.A or T2.A), got {value!r}")
 
 
@@ -113,13 +105,13 @@ def check_spec(spec: Spec) -> None:
     params = spec.model.params
     columns = set(spec.quasi_identifiers) | set(spec.non_identifiers) | {spec.sensitive}
     for key in ("X", "Y"):
-        unknown = [v for v in params[key] if _base(v) not in columns]
+        unknown = [v for v in params[key] if attribute_of(v) not in columns]
         if unknown:
             raise SpecError(f"model.{key}: {unknown} are not columns of spec {spec.name!r} ({sorted(columns)})")
     x, y = params["X"], params["Y"]
     if not x:
         raise SpecError("model.X: (X, Y)-privacy needs at least one attribute in X")
-    shared = sorted({_base(v) for v in x} & {_base(v) for v in y})
+    shared = sorted({attribute_of(v) for v in x} & {attribute_of(v) for v in y})
     if shared:
         raise SpecError(f"model.Y: {shared} are in X too; X and Y are disjoint (Wang-Fung §3.1)")
     k = params["k"]
@@ -139,7 +131,7 @@ def check_spec(spec: Spec) -> None:
         if params["class_attribute"] not in columns - {spec.id}:
             raise SpecError(f"model.class_attribute: info: class needs a class column of the spec, got "
                             f"{params['class_attribute']!r}")
-        if params["class_attribute"] in {_base(v) for v in x}:
+        if params["class_attribute"] in {attribute_of(v) for v in x}:
             raise SpecError("model.class_attribute: the class column cannot be generalised (it is in X)")
     for rule in params["inconsistent"]:
         unknown = [a for a in (rule[0], rule[2]) if a not in columns]
@@ -164,7 +156,7 @@ def _resolve(names: Sequence[str], key: str, t1: set[str], earlier: Mapping[int,
     """The attributes of T1 and of each earlier release a list of references names (module docstring)."""
     on_t1, on_earlier = [], {i: [] for i in earlier}
     for name in names:
-        base = _base(name)
+        base = attribute_of(name)
         hits = 0
         if not name.startswith("T2.") and base in t1:
             on_t1.append(base)
@@ -448,122 +440,18 @@ def _release(snapshot: pd.DataFrame, spec: BoundSpec, cuts: Sequence, generalise
                    tuple(spec.quasi_identifiers))
 
 
-# ------------------------------------------------------------------------------------------------------- verify
-
-
-def _published(table: pd.DataFrame, spec: BoundSpec) -> pd.DataFrame:
-    """A release as the adversary reads it: the labels of its quasi-identifiers and its non-null columns."""
-    qis = released_attributes(table, spec)
-    raw = [c for c in table.columns if c not in BOOKKEEPING and not c.endswith(("__lo", "__hi"))
-           and c not in spec.quasi_identifiers and table[c].notna().any()]
-    return table[qis + raw].reset_index(drop=True)
-
-
-def _present(names: Sequence[str], current: pd.DataFrame, previous: pd.DataFrame) -> list[str]:
-    """The references that name a column of one of the two tables (the judge's ``_references`` needs them)."""
-    keep = []
-    for name in names:
-        base = _base(name)
-        if (name.startswith("T1.") and base in current) or (name.startswith("T2.") and base in previous) or (
-                not name.startswith(("T1.", "T2.")) and (base in current or base in previous)):
-            keep.append(name)
-    return keep
-
-
-#: The judge's memo of the (X, Y) verifiers (``History.memo``, keyed ``(EARLIER, release id)``): the published
-#: columns of releases 1..n as value counts, one row per ``release_id`` and distinct published row, the count in
-#: ``wang_fung.WEIGHT``, a column the release does not publish null. Plain string columns (Parquet).
-EARLIER = "xy_privacy_releases"
-
-
-def _release_counts(table: pd.DataFrame, spec: BoundSpec, release_id: int) -> pd.DataFrame:
-    """One release as the memo keeps it: the value counts of its published columns (as text). O(rows)."""
-    text = _published(table, spec).astype(str)
-    if not len(text.columns):
-        counts = pd.DataFrame({WEIGHT: [len(text)]})
-    else:
-        counts = text.groupby(list(text.columns), sort=True).size().rename(WEIGHT).reset_index()
-    counts.insert(0, "release_id", np.int64(release_id))
-    return counts.astype({WEIGHT: np.int64})
-
-
-def release_counts(history: History) -> pd.DataFrame:
-    """The memo ``(EARLIER, n)``: value counts of the published columns of releases 1..n (``EARLIER``), folded
-    from the memo of release n-1 with release n (``History.previous_memo``; every release of a complete history
-    without one), recorded in ``history.memo``. A function of releases 1..n. Cost O(|release n| + memo) with
-    the memo; the memo holds the distinct published rows of every release, not the releases' rows."""
-    spec, ids = history.spec, history.release_ids
-    if (EARLIER, ids[-1]) in history.memo:
-        return history.memo[(EARLIER, ids[-1])]
-    before = history.previous_memo(EARLIER)
-    frames = [] if before is None else [before]
-    for j in ids if before is None else ids[-1:]:
-        frames.append(_release_counts(history.release(j), spec, j))
-    memo = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    history.memo[(EARLIER, ids[-1])] = memo
-    return memo
-
-
-def _counted(memo: pd.DataFrame, release_id: int) -> pd.DataFrame:
-    """Release ``release_id`` of the memo: its published columns (as text) and ``WEIGHT``."""
-    rows = memo[memo["release_id"] == release_id]
-    columns = [c for c in memo.columns if c not in ("release_id", WEIGHT) and rows[c].notna().any()]
-    return rows[[*columns, WEIGHT]].reset_index(drop=True)
-
-
-def verify(history: History) -> list[Report]:
-    """The judge's (X, Y)-anonymity or (X, Y)-linkability (``judge.verifiers.wang_fung``) of the newest release
-    against each earlier one in turn (module docstring), per the spec's X, Y, k (and ``values``, ``inconsistent``);
-    a first release is checked alone (a constant join key). Each report's summary names the earlier release.
-
-    The earlier releases are read from the judge's memo (``release_counts``: their published rows as value
-    counts), so a window (releases n-1 and n, ``History.first``) gives the same reports as the complete history.
-    Cost: O(|release n| + memo) for the memo, then the judge's join per earlier release (one report each, as the
-    definition asks), on the distinct published rows of that release rather than its rows."""
-    spec, params = history.spec, history.spec.model.params
-    newest = history.release_ids[-1]
-    current = _published(history.release(newest), spec)
-    taxonomies = {a: spec.quasi_identifiers[a].taxonomy for a in current.columns
-                  if a in spec.quasi_identifiers and not spec.quasi_identifiers[a].numeric}
-    continuous = {a for a, qi in spec.quasi_identifiers.items() if qi.numeric}
-    memo = release_counts(history)
-    earlier = sorted(int(j) for j in memo["release_id"].unique() if j < newest)
-    pairs = [(j, _counted(memo, j)) for j in earlier]
-    if not pairs:
-        current = current.assign(__release__="T1")
-        pairs = [(None, pd.DataFrame({"__release__": ["T1"]}))]
-    reports = []
-    for j, previous in pairs:
-        x, y = _present(params["X"], current, previous), _present(params["Y"], current, previous)
-        join_on = [c for c in current.columns if c in previous.columns and c not in continuous]
-        if not x:  # X names nothing the two publish: every join record holds the one empty x (Def. 3.1)
-            current, x = current.assign(__x__=""), ["T1.__x__"]
-        rules = [tuple(r) for r in params["inconsistent"] if r[0] in current and r[2] in previous]
-        join = {"taxonomies": taxonomies, "inconsistent": rules, "join_on": join_on}
-        if params["kind"] == ANONYMITY:
-            found = [xy_anonymity(current, previous, x, y, int(params["k"]), **join)]
-        elif params["values"]:
-            by_threshold: dict[float, list[str]] = {}
-            for value, threshold in params["values"].items():
-                by_threshold.setdefault(float(threshold), []).append(str(value))
-            found = [xy_linkability(current, previous, x, y, t, values=v, **join) for t, v in by_threshold.items()]
-        else:
-            found = [xy_linkability(current, previous, x, y, float(params["k"]), **join)]
-        for report in found:
-            report.summary["earlier_release"] = j
-        reports += found
-    return reports
-
-
 MODEL = ModelDescriptor(
     name="xy_privacy",
     paper="Wang & Fung, Anonymizing Sequential Releases, KDD 2006 (Algorithm 1 TDS4SA, §5.3-5.4, §7)",
     params=PARAMS,
     publish=publish,
-    verify=verify,
+    verify=verify_xy_privacy,
     bound=lambda params: Bound(values=2, tuples=int(params["k"]) if params["kind"] == ANONYMITY else 2),
     across_releases=True,
     vertical=True,
     reads="all",
     check_spec=check_spec,
 )
+
+#: What this module registers (``registry.BUILTIN``).
+MODELS = (MODEL,)

@@ -29,7 +29,7 @@ from enum import IntEnum
 import numpy as np
 import pandas as pd
 
-ANONYMITY, LINKABILITY = "anonymity", "linkability"
+from ...judge.verifiers.wang_fung import ANONYMITY, LINKABILITY
 
 #: ``(attribute of T1, (lo, hi), attribute of T_i, (lo, hi))``: values inside both ranges never match (§3.3).
 Rule = tuple[str, tuple[float, float], str, tuple[float, float]]
