@@ -91,7 +91,7 @@ from dagster_privrelease.core.encoding import codes_in, encode
 from dagster_privrelease.core.judge.attacks.sug import sug_risks
 from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.core.judge.utility import query_error
-from dagster_privrelease.core.models import mondrian
+from dagster_privrelease.core.models.kernels import partition as kernel
 from dagster_privrelease.core.release import PreviousRelease, build_release, release_rng
 from dagster_privrelease.core.spec import Spec, load_spec, parse_spec, validate_snapshot
 from dagster_privrelease.core.stream import increment, never_back, not_lower, split_base_pool, stream, within_sets
@@ -209,13 +209,13 @@ def run_series(table: pd.DataFrame, model: dict, d: int, releases: int, seed: in
 
 def relaxed_l_diversity(snapshot: pd.DataFrame, spec, previous, rng: np.random.Generator):
     """ℓ-diverse groups that may split records of equal QI values (a *relaxed* partition): Mondrian over the QIs
-    and, last, the rank of each record among those of its QI point (``mondrian.partition`` cuts that extra
+    and, last, the rank of each record among those of its QI point (``kernels.partition.partition`` cuts that extra
     dimension only where no QI can be cut: its scale makes it the narrowest). Groups of 2-3 records for ℓ = 2,
     where strict Mondrian must keep every QI point whole (module docstring). ``previous`` is ignored."""
     X = encode(snapshot, spec)
     tie = snapshot.groupby(list(spec.quasi_identifiers), sort=False, dropna=False).cumcount().to_numpy(np.float64)
-    scale = np.r_[mondrian.domain_widths(X, spec), 1e9]
-    groups = mondrian.partition(np.c_[X, tie], snapshot[spec.sensitive].to_numpy(),
+    scale = np.r_[kernel.domain_widths(X, spec), 1e9]
+    groups = kernel.partition(np.c_[X, tie], snapshot[spec.sensitive].to_numpy(),
                                 l=int(spec.model.params["l"]), scale=scale)
     return build_release(snapshot, groups, spec, rng)
 

@@ -28,6 +28,7 @@ from dagster_privrelease import datasets
 from dagster_privrelease.core.encoding import encode
 from dagster_privrelease.core.judge.utility import loss_metric
 from dagster_privrelease.core.models import mondrian
+from dagster_privrelease.core.models.kernels import partition as kernel
 from dagster_privrelease.core.spec import Model, Spec, load_spec, validate_snapshot
 from dagster_privrelease.errors import DatasetUnavailable, NotPublishable
 
@@ -244,10 +245,10 @@ def census_scale() -> None:
     for label, snapshot, spec in census_tables():
         X = encode(snapshot, spec)
         s = snapshot[spec.sensitive].to_numpy()
-        scale = mondrian.domain_widths(X, spec)
+        scale = kernel.domain_widths(X, spec)
         for name, params in configs:
             try:
-                groups, seconds = timed(mondrian.partition, X, s, scale=scale, **params)
+                groups, seconds = timed(kernel.partition, X, s, scale=scale, **params)
             except NotPublishable as exc:
                 skip(f"Census-KDD {label} {name}", str(exc))
                 continue
@@ -271,7 +272,7 @@ def census_scale() -> None:
             "Mondrian on Census-KDD",
             ["figure", "partition s", "M rows/s", "model s", "LM", "groups"],
             rows,
-            "partition: core.mondrian.partition alone; model: encode + partition + published table (pandas). "
+            "partition: kernels.partition.partition alone; model: encode + partition + published table (pandas). "
             "The 1M figures rest on resampled data (rows drawn with replacement).",
         )
 

@@ -224,7 +224,7 @@ def dense_ranks(X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     0 is the smallest) and -1 for NaN (a counterfeit has no QI values); and each column's distinct values, in
     rank order. Ranks are int32 (int64 beyond 2^31 rows). O(n d log n).
 
-    The one dense-rank kernel of the models: Mondrian (LeFevre et al.; ``models.mondrian.partition``) reads the
+    The one dense-rank kernel of the models: Mondrian (LeFevre et al.; ``models.kernels.partition.partition``) reads the
     ranks as they are; m-invariance's bucket split (``models.kernels.split._rank_codes``) shifts them by one (0 for
     a counterfeit) into the smallest unsigned type and keeps the values as its look-up table.
     """

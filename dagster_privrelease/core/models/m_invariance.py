@@ -32,7 +32,7 @@ three times higher (``make bench``). Group ids are numbered 1..g in the order of
 numbering). The first release (model parameter ``first_release``) is by default the same algorithm with S∩
 empty (``counterfeited``: assignment and split of all tuples), as the experiments of §5.2 compute every T*(j)
 with it: its few, large buckets (one per signature of Fig. 3) absorb later deletions evenly. ``mondrian`` takes
-Mondrian's m-unique partition instead (``mondrian.partition(unique=True)``; any m-unique T*(1) starts an
+Mondrian's m-unique partition instead (``kernels.partition.partition(unique=True)``; any m-unique T*(1) starts an
 m-invariant history): tighter first groups, but nearly every group has its own signature, so later deletions
 leave shortages almost everywhere and cost far more counterfeits (``make bench``).
 
@@ -74,10 +74,10 @@ from ..judge import verifiers as verify
 from ..judge.history import Bound, History
 from ..release import PreviousRelease, Release, build_release
 from ..spec import BoundSpec
-from . import mondrian
 from .base import HELD_BACK, ModelDescriptor, Param, PreviousPart
 from .kernels.buckets import buckets_of, hold_back_mask, refuse_unless_eligible
 from .kernels.hosts import last_groups
+from .kernels.partition import domain_widths, partition
 from .kernels.split import normalised, number_groups, split
 
 
@@ -115,10 +115,10 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
         keep = ~held
         snapshot, codes, prev_group = snapshot[keep].reset_index(drop=True), codes[keep], prev_group[keep]
     X = encode(snapshot, spec)
-    widths = mondrian.domain_widths(X, spec)
+    widths = domain_widths(X, spec)
     categorical = spec.model.params.get("categorical", "interval")
     if previous is None and spec.model.params.get("first_release") == "mondrian":
-        groups = mondrian.partition(X, codes, k=m, unique=True, scale=widths)
+        groups = partition(X, codes, k=m, unique=True, scale=widths)
         groups, _ = number_groups(X, groups, np.zeros(0, dtype=np.int64))
         return build_release(snapshot, groups, spec, rng, state=state, categorical=categorical, X=X)
     buckets, fake_buckets, fake_values = buckets_of(codes, prev_group, signatures, m, V, rng)

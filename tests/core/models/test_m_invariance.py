@@ -19,8 +19,8 @@ from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers import single as verify
 from dagster_privrelease.core.models import m_invariance as mi
-from dagster_privrelease.core.models import mondrian
 from dagster_privrelease.core.models.kernels import buckets
+from dagster_privrelease.core.models.kernels import partition as mondrian
 from dagster_privrelease.core.models.kernels import split as kernel
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
 from dagster_privrelease.core.spec import BoundSpec, Model, Spec, parse_spec, validate_snapshot

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core.models import mondrian
-from dagster_privrelease.core.models.mondrian import partition
+from dagster_privrelease.core.models.kernels import partition as kernel
+from dagster_privrelease.core.models.kernels.partition import partition
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import Model, load_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
@@ -258,7 +259,7 @@ def test_adult_first_release(adult_table, constraint):
     snapshot, spec = adult_table
     X = adult_matrix(snapshot, spec)
     s = snapshot[spec.sensitive].to_numpy()
-    groups = partition(X, s, scale=mondrian.domain_widths(X, spec), **constraint)
+    groups = partition(X, s, scale=kernel.domain_widths(X, spec), **constraint)
     assert violations(groups, s, **constraint) == []
     # a real partition, not one group (frequency 5-diversity of occupation is hard on Adult: 71 groups measured)
     assert groups.max() + 1 > 50

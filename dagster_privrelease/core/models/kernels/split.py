@@ -80,7 +80,7 @@ class Cuts:
 def normalised(X: np.ndarray, spec: BoundSpec, widths: np.ndarray, counterfeits: int = 0) -> np.ndarray:
     """QI matrix mapped to [0, 1] per attribute (§4.3 normalises every domain so that lengths compare): a
     numeric value by the snapshot's range, a categorical leaf rank by the taxonomy's (``widths`` from
-    ``mondrian.domain_widths``); then ``counterfeits`` rows of NaN (a counterfeit has no QI values), the input
+    ``kernels.partition.domain_widths``); then ``counterfeits`` rows of NaN (a counterfeit has no QI values), the input
     ``split`` takes. One (n + counterfeits, d) float64 allocation, computed in place: O(n d) time, no temporary
     the size of ``X``."""
     numeric = np.array([q.numeric for q in spec.quasi_identifiers.values()])

@@ -55,9 +55,9 @@ from ...judge.history import Bound
 from ...judge.verifiers import verify_m_distinct
 from ...release import PreviousRelease, Release, build_release
 from ...spec import BoundSpec
-from .. import mondrian
 from ..base import ModelDescriptor, Param, PreviousPart
 from ..kernels.hosts import last_groups
+from ..kernels.partition import domain_widths
 from ..kernels.split import normalised, number_groups
 from .assignment import assign_records, candidate_pairs
 from .buckets import create_buckets, previous_signatures
@@ -93,7 +93,7 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
         refuse_illegal_updates(last.was[seen], snapshot[spec.sensitive].astype(str).to_numpy()[seen], spec, C)
         prev_uss, signatures = previous_signatures(last, spec, C)
     X = encode(snapshot, spec)
-    Xn = normalised(X, spec, mondrian.domain_widths(X, spec))
+    Xn = normalised(X, spec, domain_widths(X, spec))
     buckets = create_buckets(signatures, C)
     assigned = assign_records(buckets, candidate_pairs(buckets, prev_uss, codes, strict), codes, Xn)
     groups, fake_groups, fake_sets = generate_groups(Xn, codes, assigned, buckets, C, strict, m, rng)

@@ -10,7 +10,7 @@ any release agree with the clairvoyant ones on its attributes (Claim 1 of Theore
 
 Per bucket B (Steps 3-8):
 
-- Step 2 ``buckets``: Mondrian (``mondrian.partition``, as the paper's experiments do, ref. [18]) into buckets of
+- Step 2 ``buckets``: Mondrian (``kernels.partition.partition``, as the paper's experiments do, ref. [18]) into buckets of
   diversity at least ℓ in the frequency form of Def. 2.3, over every quasi-identifier of the spec (the attributes
   known upfront), ranges normalised by the domain widths; a large leaf (equal quasi-identifiers) dealt into
   buckets of ℓ..2ℓ-1 tuples of pairwise different values (``buckets``).
@@ -39,8 +39,8 @@ from ...encoding import encode, sensitive_codes
 from ...judge.verifiers.shmueli_tassa import source_column
 from ...release import PreviousRelease
 from ...spec import BoundSpec, rows_text
-from .. import mondrian
 from ..kernels.buckets import eligible_cap
+from ..kernels.partition import domain_widths, partition
 from .information_loss import InformationLoss
 
 #: Mondrian leaves larger than this (and than 4ℓ) are dealt into buckets of ℓ..2ℓ-1 tuples (``buckets``).
@@ -54,22 +54,22 @@ def buckets(snapshot: pd.DataFrame, rows: np.ndarray, spec: BoundSpec, l: int) -
     """Step 2: a bucket id (0..b-1) for each of ``rows`` (positions in ``snapshot``), every bucket ℓ-diverse in
     the frequency form of Def. 2.3, with a low closure cost.
 
-    Mondrian in the frequency form (``mondrian.partition(l=ℓ, form="frequency")``) over every quasi-identifier of
+    Mondrian in the frequency form (``kernels.partition.partition(l=ℓ, form="frequency")``) over every quasi-identifier of
     ``spec``, ranges normalised by the domain widths of the whole snapshot T. A leaf of more than
     max(``LARGEST_BUCKET``, 4ℓ) tuples is then dealt into buckets of ℓ..2ℓ-1 tuples with pairwise different
-    values (``mondrian.partition(unique=True)``, m-uniqueness with m = ℓ: ordered slices of the leaf along its
+    values (``kernels.partition.partition(unique=True)``, m-uniqueness with m = ℓ: ordered slices of the leaf along its
     widest attribute), ℓ-diverse in that form too. Why: a Mondrian leaf of equal quasi-identifiers cannot be
     cut, real tables have leaves of thousands of equal tuples, and such a bucket makes Step 5 a loop of thousands
     of steps and Step 6 a matching of thousands of positions (minutes at 100k rows), while its slices cost no
     more closure than the leaf. NotPublishable (naming the value) when the rows themselves are not ℓ-diverse.
     O(n log n) per Mondrian level."""
     X = encode(snapshot, spec)
-    widths = mondrian.domain_widths(X, spec)
+    widths = domain_widths(X, spec)
     X, codes = X[rows], sensitive_codes(snapshot, spec)[rows]
-    leaves = mondrian.partition(X, codes, l=l, form="frequency", scale=widths)
+    leaves = partition(X, codes, l=l, form="frequency", scale=widths)
     large = np.bincount(leaves)[leaves] > max(LARGEST_BUCKET, 4 * l)
     if large.any():  # every large leaf is ℓ-diverse, so their union is: the cut cannot fail
-        cut = mondrian.partition(X[large], codes[large], k=l, unique=True, scale=widths)
+        cut = partition(X[large], codes[large], k=l, unique=True, scale=widths)
         leaves[large] = leaves.max() + 1 + cut
     return np.unique(leaves, return_inverse=True)[1].reshape(-1)
 
