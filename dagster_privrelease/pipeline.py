@@ -238,8 +238,8 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
     Cost: ``validate_snapshot`` of ``df``, then what it takes to tell the snapshots apart (``ReleaseStore.holds_snapshot``): a
     count, then the ids alone (one column read and digested), and the whole stored snapshot only when the ids
     are the same. A new release inserts or deletes someone, so it costs the count and the ids, not a read and a
-    digest of all of T(n-1) (120k Census-KDD rows, release 2: 0.28-0.37 s -> 0.12-0.16 s CPU, of which the
-    validation is about 0.1 s).
+    digest of all of T(n-1) (120k Census-KDD rows, release 2: about 0.15 s of CPU, of which the validation is
+    about 0.1 s).
     """
     asked = tuple(model_spec(store.spec, attributes).quasi_identifiers)  # refuses bad attributes up front
     ids = store.release_ids()

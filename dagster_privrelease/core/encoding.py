@@ -186,8 +186,8 @@ def rank_keys(ranks: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
 def extend_rank_key(key: np.ndarray, span: int, rank: np.ndarray, size: int) -> tuple[np.ndarray, int]:
     """One more column of ``rank_keys``: ``(key, span)`` of the columns so far (``span``: the product of their
     sizes, or the number of distinct keys after a re-ranking; start from zeros and 1) extended by ``rank``
-    (values below ``size``), so that a caller can fold columns in as it makes them and keep none (issue #12:
-    ``frame_digest``). Changes ``key`` in place unless it re-ranks it first (``dense_unique``) when the product
+    (values below ``size``), so that a caller can fold columns in as it makes them and keep none (as
+    ``frame_digest`` does). Changes ``key`` in place unless it re-ranks it first (``dense_unique``) when the product
     would pass 2^62. O(n), plus O(n log n) for a re-ranking."""
     size = max(int(size), 1)
     if span * size >= 2**62:

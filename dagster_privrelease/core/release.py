@@ -1,6 +1,7 @@
 """What a model produces and what it may read of the past.
 
-A model is a function ``publish(snapshot, spec, previous, rng) -> Release`` (see ``core/models.py``):
+A model is a function ``publish(snapshot, spec, previous, rng) -> Release`` (``core/models/base.py``'s
+``Publisher``; the models are in ``core/models/``):
 
 - ``snapshot`` is T(n), validated by ``spec.validate_snapshot`` and the spec bound to it (``Spec.bind``);
 - ``previous`` is the last published release and its private side (``PreviousRelease``), or None for the

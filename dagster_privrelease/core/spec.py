@@ -157,7 +157,18 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def parse_spec(raw: Any, base: Path | None = None) -> Spec:
-    """Validate a spec given as a mapping (the YAML document). See the README for the keys."""
+    """Validate a spec given as a mapping (the YAML document); the keys are those of ``docs/spec.md``.
+
+    Args:
+        raw: the parsed YAML document.
+        base: the folder taxonomy files named in the spec are read relative to (default: the working directory).
+
+    Returns:
+        The validated ``Spec``, with the model's parameters checked against its descriptor.
+
+    Raises:
+        SpecError: a key is missing, unknown or malformed, or the model or its parameters are refused.
+    """
     if not isinstance(raw, Mapping):
         raise SpecError(f"spec: expected a mapping of keys, got {type(raw).__name__}")
     known = {"name", "id", "sensitive", "quasi_identifiers", "non_identifiers", "model", "seed", "csv"}

@@ -1,7 +1,7 @@
 """Where a protected table's rows come from: the ``Source`` protocol and one class per kind of source.
 
 The snapshot asset reads a source, the source sensor fingerprints it and asks it the key of the next release
-(README, "Run it in Dagster"). Three kinds:
+(``docs/dagster.md``, "Sources"). Three kinds:
 
 - ``DuckDBTableSource``: a plain table (``source.people``). Its current rows are captured when a release's
   snapshot is materialised while the release is unpublished (re-materialising a refused partition re-captures

@@ -1,4 +1,5 @@
-"""The release store: one DuckDB file per protected table, laid out as the README's DuckDB contract says.
+"""The release store: one DuckDB file per protected table, laid out as the DuckDB contract (``docs/duckdb.md``)
+says.
 
 Two schemas. ``private`` never leaves the publisher:
 

@@ -115,8 +115,8 @@ class StoreReader(StoreSchema):
 
         ``columns`` (``ModelDescriptor.previous_columns``): per part of the release (``snapshot``, ``table``,
         ``counterfeits``, ``hosting``) the only columns to read, in that order; a part it leaves out (or names no
-        column of) is read whole. DuckDB stores columns apart, so the cost is that of the columns read (120k
-        Census-KDD rows, release 2, m-invariance's columns: 0.02 s instead of 0.085 s CPU).
+        column of) is read whole. DuckDB stores columns apart, so the cost is that of the columns read: O(rows of
+        release n-1 x columns read) (about 0.02 s of CPU for m-invariance's columns of 120k Census-KDD rows).
 
         ``returning``: also read ``PreviousRelease.returning`` and ``returning_groups`` (``_returning``), the last
         appearance of every tuple of the staged T(n) that T(n-1) does not hold but an earlier release published.
@@ -287,10 +287,10 @@ def _rows_upto(
     ``private.candidate_state_*``, which only a model's ``judged`` view reads): the text columns come back as
     pandas categoricals whose categories are the distinct values in sorted order (``_coded_frame``), so that
     they sort, group and compare as the text does, a null stays a null, and a cell costs a code of one or two
-    bytes instead of an 8-byte pointer (issue #12: the judge's window of a 1M-row release held 9 text columns
-    of 2M rows as Python strings, and DuckDB's Arrow result of the whole window existed beside them during the
-    read). Parts whose columns differ are read as before (plain text). O(rows x columns); coded, the plain text
-    of one batch (``_BATCH_ROWS``) at a time."""
+    bytes instead of an 8-byte pointer and Python string (the judge's window of a 1M-row release holds 9 text
+    columns of 2M rows); the batches are converted one at a time, so DuckDB's Arrow result of the whole window
+    never exists beside the frame. Parts whose columns differ are read as plain text. O(rows x columns); coded,
+    the plain text of one batch (``_BATCH_ROWS``) at a time."""
     if coded is None:
         coded = not any(t is not None and t.startswith(("private.state_", "private.candidate_state_"))
                         for t in (table, candidate_table))

@@ -127,8 +127,8 @@ class History:
 def rows_of(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
     """The rows of ``frame`` whose ``release_id`` is ``release_id``, in order, as a new frame indexed 0..n-1: the
     frame ``frame[frame["release_id"] == release_id].reset_index(drop=True)`` gives, with one copy of the rows
-    instead of two (the mask's take, then ``reset_index``'s copy: issue #12, a 10M-row release held both
-    transiently). O(rows of ``frame``) time, O(rows of the release) memory."""
+    instead of two (the mask's take, then ``reset_index``'s copy, both held at once at 10M rows). O(rows of
+    ``frame``) time, O(rows of the release) memory."""
     return taken(frame, np.flatnonzero(frame["release_id"].to_numpy() == release_id))
 
 
@@ -141,8 +141,8 @@ def taken(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
 
 T = TypeVar("T")
 
-#: The judge's memo entries kept by append (issue #12: judging release n must not read what the history holds of
-#: people who left): memo name -> the columns naming a *unit*, rows kept and read back together (the equivalence
+#: The judge's memo entries kept by append (judging release n does not read what the history holds of people
+#: who left): memo name -> the columns naming a *unit*, rows kept and read back together (the equivalence
 #: attack's retired classes: a class's member rows, by ``release_id, group_id``; the SUG attack's forward weights
 #: of the people who left, a row each). A unit's rows are facts of the
 #: releases that made it, never changed afterwards. The store keeps each unit once, in an append-only table

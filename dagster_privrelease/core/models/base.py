@@ -1,4 +1,4 @@
-"""What a model declares about itself: one ``ModelDescriptor``, registered once (``core.models.register``).
+"""What a model declares about itself: one ``ModelDescriptor``, registered once (``core.models.registry.register``).
 
 Everything outside the model's own module asks the descriptor: the spec (parameters and their rules), the
 pipeline (how to publish, what of the past to read, what the judge runs and whether attacks block), the storage
@@ -141,7 +141,8 @@ class ModelDescriptor:
     """Everything the rest of the package needs to know about one model.
 
     name:             ``model.name`` in the spec.
-    paper:            the paper and section it implements (shown by the CLI and the README).
+    paper:            the paper and section it implements (a citation for readers, as its page under
+                      ``docs/models/`` gives it; no code reads it).
     params:           its parameters (``Param``), validated when the spec is loaded.
     publish:          the algorithm (``Publisher``).
     verify:           the judge's verifiers of its guarantee over a history (publisher side included).
@@ -157,8 +158,8 @@ class ModelDescriptor:
                       (``PreviousPart`` -> column names, from the bound spec: e.g. m-invariance reads the id and
                       the sensitive value of T(n-1), the group and the sensitive value of T*(n-1)); the store reads
                       only those (``StoreReader.previous``), a part left out is read whole. None: every column of
-                      every part. On 120k Census-KDD rows (release 2) ``StoreReader.previous`` of m-invariance's
-                      columns costs 0.02 s instead of 0.085 s CPU (every column of T(n-1) and T*(n-1)).
+                      every part. The read costs O(rows of release n-1 x columns named), since DuckDB stores
+                      columns apart.
     diversity_param:  the parameter that cannot exceed the number of distinct sensitive values (m, l), refused
                       when the spec is loaded or bound.
     judged:           how the model's private state changes what the judge sees (``History -> History``), e.g.

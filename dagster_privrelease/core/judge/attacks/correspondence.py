@@ -5,7 +5,7 @@ The adversary knows the class a user's tuple is in (the hosting groups) and comp
 consecutive releases; the number of tuples that may still be the user's is judged against ``bound.tuples``.
 They assume inserts only (Defs. 24-31): a history where somebody left is skipped.
 
-Each attack reads two consecutive releases at a time, so it is judged release by release (issue #12): what it
+Each attack reads two consecutive releases at a time, so it is judged release by release: what it
 keeps of releases 1..j is its memo of release j (``History.memo``; ``_Tally``): the rows of every pair up to j
 with fewer candidates than the bound, how many rows there are of each size, and whether the history is still
 homogeneous and incremental. Judging release n folds the pair (n-1, n) into the memo of n-1: the window of
@@ -208,8 +208,8 @@ def _sizes_name(name: str) -> str:
 
 def _encode(history: History, name: str, release_id: int, tally: _Tally) -> None:
     """Record ``tally`` as the memo of ``release_id``: ``(name, j)`` the rows, ``(name.sizes, j)`` one row per
-    size (``size, rows``) with ``cap`` and ``status`` on every row (plain int columns, for Parquet). O(rows kept
-    + sizes)."""
+    size (``size, rows``) with ``cap`` and ``status`` on every row (plain int columns, as the store's memo blobs
+    keep them). O(rows kept + sizes)."""
     history.memo[(name, release_id)] = tally.rows
     history.memo[(_sizes_name(name), release_id)] = pd.DataFrame({
         "size": np.arange(len(tally.sizes), dtype=np.int64), "rows": tally.sizes,

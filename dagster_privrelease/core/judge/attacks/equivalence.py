@@ -5,7 +5,7 @@ value matrix U (published value counts); a W with ``W . U = 0`` links the person
 on the other (the same multiset of values). A link discloses when, for e = 1, the two people's lifetime
 candidate sets (``intersection``) share fewer values than the bound (the interior attack, Def. 22).
 
-Judged release by release (issue #12): the pairs of classes (a, b) with b in release n are found from release
+Judged release by release: the pairs of classes (a, b) with b in release n are found from release
 n and the attack's memo of release n-1 (``_State``), and the cost of judging release n is that of release n and
 of the classes it can still pair with, not that of the history:
 
@@ -133,9 +133,9 @@ def _row_labels(rows: np.ndarray) -> np.ndarray:
     """A label per row of an integer matrix, equal labels exactly for equal rows (what ``unique_rows``' inverse
     tells, up to the labels' order). Each row is hashed to one word (a dot product with fixed odd multipliers,
     modulo 2^64), the words factorised, and every row compared with the first row of its label: a collision
-    (two different rows, one word) falls back to ``unique_rows``. O(rows x columns) time, O(rows) memory, where
-    ``np.unique(axis=0)`` sorts the rows as opaque records (0.15 s for the 60k signature rows of Census-KDD at
-    120k rows)."""
+    (two different rows, one word) falls back to ``unique_rows``. O(rows x columns) time, O(rows) memory, against the
+    O(rows log rows x columns) of ``np.unique(axis=0)``, which sorts the rows as opaque records (about 0.15 s for
+    the 60k signature rows of 120k Census-KDD rows)."""
     n, d = rows.shape
     if n == 0 or d > len(_MULTIPLIERS):
         return unique_rows(rows)[1] if n else np.zeros(0, dtype=np.int64)
@@ -361,17 +361,17 @@ def _judge_links(history: History, state: _State, every: bool) -> _State:
 
 def _narrow(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """``frame`` with its int ``columns`` as int32 (release and group ids, signature codes, sizes, e: all far below
-    2^31), which the store's Parquet writes and reads a third faster than int64; every reader widens them again
-    (``to_numpy(np.int64)``, ``group_keys``). O(rows)."""
+    2^31), half the width of int64 in the store's memo blobs (``storage.write.memo_blob``); every reader widens
+    them again (``to_numpy(np.int64)``, ``group_keys``). O(rows)."""
     narrow = {c: np.int32 for c in columns if c in frame.columns and frame[c].dtype != np.int32}
     assert all(frame[c].abs().max() < 2**31 for c in narrow if len(frame)), "memo ints beyond int32"
     return frame.astype(narrow) if narrow else frame
 
 
 def _encode(history: History, release_id: int, state: _State) -> None:
-    """Record ``state`` as the attack's memo of ``release_id`` (plain int and id columns, for Parquet, the small
-    ints narrowed, ``_narrow``; the signatures as ``sig, value, count`` rows; the counts per e with the status on
-    every row). O(memo)."""
+    """Record ``state`` as the attack's memo of ``release_id`` (plain int and id columns, as the store's memo blobs
+    keep them, the small ints narrowed, ``_narrow``; the signatures as ``sig, value, count`` rows; the counts per
+    e with the status on every row). O(memo)."""
     sig, value = np.nonzero(state.signatures)
     history.memo[(LIVE, release_id)] = _narrow(state.live, _MEMBER_COLUMNS)
     history.memo[(RETIRED, release_id)] = _narrow(state.cold, _MEMBER_COLUMNS)
@@ -470,8 +470,8 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     - ``release_a, group_a, release_b, group_b``: the two classes; ``e``: |P_a minus P_b|.
     - ``only_a``, ``only_b``: for e = 1 (every disclosing link is one), the linked people: a 1-tuple each, the one
       person only in class a and the one only in class b. None for e > 1: spelling out the persons of every
-      linked pair would cost, each release, the members of every class each person of the release was ever in
-      (issue #12), for pairs that disclose nothing; the classes (and their members, in the private schema) say
+      linked pair would cost, each release, the members of every class each person of the release was ever in,
+      for pairs that disclose nothing; the classes (and their members, in the private schema) say
       who they are.
     - ``n_only_a``, ``n_only_b``: how many real persons are only in class a, only in class b (e minus the
       counterfeits on that side; 1 and 1 for e = 1).
@@ -482,7 +482,7 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     ``linked_pairs_below_bound`` (those with e below the bound), ``bound``, ``disclosed`` (disclosing links of the
     history), ``min_e`` and ``linked_pairs_new`` (the pairs below the bound that the last release adds, listed).
 
-    Incremental (``_state``, issue #12): judging release n pairs release n's classes with the live classes of the
+    Incremental (``_state``): judging release n pairs release n's classes with the live classes of the
     memo of release n-1 (those with a member in release n-1, and the cold ones of a person who comes back:
     ``_pull_returners``), O(live + n_n log n_n + shared rows + classes_n x values), the shared rows being each
     person of release n times its earlier live classes of the same signature; the 1-equivalences of a person of

@@ -1,9 +1,9 @@
 """The SUG attack on data with internal updates (Li-Zhou §III: Defs. 10-12, eqs. 1-2, Lemma 2): the sensitive
 attribute update graph of each individual, its feasible sub-SUG and the risk of the true value in each layer.
 
-Judged one release at a time (issue #12's window): the judge's memo of release n-1 holds each layer's feasible
-nodes and each individual's forward weights, and release n adds one layer per individual of T(n) and prunes the
-earlier layers backwards only as far as the pruning changes something.
+Judged one release at a time through the judge's window (``History.first``): the judge's memo of release n-1
+holds each layer's feasible nodes and each individual's forward weights, and release n adds one layer per
+individual of T(n) and prunes the earlier layers backwards only as far as the pruning changes something.
 """
 
 from __future__ import annotations
@@ -75,9 +75,8 @@ def sug_attack(
     O(the memo) to read and carry it: one row per layer (appearance) and the forward weights of each
     individual's last layer (one row of V floats per individual of T(n) in ``FORWARD``; those who left in
     ``RETIRED``, untouched until they come back: 200k and 360k x 46 after 20 releases of 200k rows, -20k/+20k
-    each, where the long form of the positive weights had 26M rows and took 3.2 s to read and 2-3 s to fold;
-    the attack's own CPU at release 20 of that history, from the memo, about 4 s before the per-distinct-set
-    fold of issue #12 and 1.4 s after, 2.6 s and 1.0 s at release 2; CPU on a loaded 2-core machine). Nothing
+    each; the attack's own CPU from the memo is about 1.0 s at release 2 and 1.4 s at release 20 of that
+    history, on a loaded 2-core machine). Nothing
     of releases 1..n-1 is read but the memo, which still grows with the history: a layer per appearance, and
     the last forward weights of every individual who left (an id may come back, and the adversary links it),
     which a store may keep by append (``RETIRED``).
@@ -235,8 +234,8 @@ def _fold(
     over edges run over the CUS pairs in a fixed order per individual (``_forward``), so that the same
     individual gets the same weights whichever others are folded with it (the window equals the complete
     history bit for bit). What depends on C_j alone (node weights, out-degrees) and the successors and
-    predecessors of a feasible set (``grouping.bitset_image``) are computed once per distinct set (issue #12:
-    200k individuals of Census-KDD share a few thousand C_j), then gathered. O(n_j x (V + distinct columns of E x their
+    predecessors of a feasible set (``grouping.bitset_image``) are computed once per distinct set (200k
+    individuals of Census-KDD share a few thousand C_j), then gathered. O(n_j x (V + distinct columns of E x their
     predecessors) + memo + layers visited by the pruning + distinct sets x V^2)."""
     spec = history.spec
     S = len(spec.sensitive_values)

@@ -2,8 +2,8 @@
 Wang-Fung (§1.1 Example 1, (X, Y)-anonymity Def. 3.1), judged per individual, and possible worlds with the
 background release V0 of Shmueli-Tassa (§3, Def. 3.1, Examples 1.1 and 3.2).
 
-Memory: a lossy join can be far larger than the releases (a 2,000-row, 7-release history of homogeneous groups
-once grew to 23 GB); no join here holds more than ``JOIN_BUDGET`` rows, and the join attack with every QI known
+Memory: a lossy join can be far larger than the releases (on a 2,000-row, 7-release history of homogeneous
+groups it can reach 23 GB); no join here holds more than ``JOIN_BUDGET`` rows, and the join attack with every QI known
 needs no join at all.
 """
 
@@ -179,7 +179,7 @@ def _records_through_the_join(spec: BoundSpec, last: pd.DataFrame, joined: pd.Da
     return sparse.csr_matrix((np.ones(len(pi)), (pi, codes[gi])), shape=(len(last), S)).toarray()
 
 
-# ------------------------------------------------------------------------------------- the window (issue #12)
+# ---------------------------------------------------------------------------------------------------- the window
 
 #: The judge's memo entries of the two attacks (``History.memo``, keyed ``(name, release id)``): the distinct
 #: attribute sets published so far (``*_sets``) and the per-individual state folded release by release.
@@ -240,7 +240,8 @@ def _people_state(
 
 def _record(history: History, name: str, people: pd.Index, truth: np.ndarray, columns: list[str],
             state: np.ndarray) -> None:
-    """Record the memo ``(name, n)``: ``<id>, truth, <columns>`` (plain Parquet columns). O(people)."""
+    """Record the memo ``(name, n)``: ``<id>, truth, <columns>`` (plain columns, as the store's memo blobs keep
+    them). O(people)."""
     spec = history.spec
     frame = pd.DataFrame({spec.id: people.to_numpy(), "truth": truth})
     frame[columns] = state
@@ -338,7 +339,7 @@ def _log_release_counts(table: pd.DataFrame, snap: pd.DataFrame, spec: BoundSpec
     """(|T(j)| x values): log c_j(t, s), the rows of release j (``table``) whose box holds individual t's values on
     the attributes it publishes and whose sensitive value is s (every row holding t for a release without the
     sensitive attribute); -inf for none. ``grouping.class_boxes``, one ``sweep_pairs`` of the distinct points
-    (exact runs: 1.2 s -> 0.2 s for 100k per-tuple rows over {age, sex, education, marital}) and a sparse product
+    (exact runs; about 0.2 s for 100k per-tuple rows over {age, sex, education, marital}) and a sparse product
     of integer counts (exact in any order): O(n log n + containments of distinct points + n x values)."""
     S = len(spec.sensitive_values or ())
     names = released_attributes(table, spec)

@@ -6,7 +6,7 @@ is m-unique, and each record's group is compared with its group in the record's 
 verifier is therefore folded one release at a time (``single.fold_releases``, ``m_distinct_step``): what it keeps
 of releases 1..j is each record's last appearance (release, group, the group's size and its values as uint64
 words, ``grouping.pack_bits``). Judging release n through the judge's window (releases n-1 and n and the memo of
-n-1, issue #12) reads release n and that memo only: O(n_n log n_n + individuals seen x words + distinct signature
+n-1) reads release n and that memo only: O(n_n log n_n + individuals seen x words + distinct signature
 pairs x V^2), whatever n. Sets of values are bitset rows (``grouping.bitsets``).
 """
 

@@ -70,8 +70,8 @@ def _admitted(boxes: np.ndarray, box_count: np.ndarray, points: np.ndarray, poin
     as ``admits_world``'s own flow does. Boxes and points of different blocks (exact attributes) share no edge,
     so the network is a disjoint union: it is flowed in chunks of whole blocks of at least ``_CHUNK_EDGES``
     edges (at most 16 chunks), each built in CSR order from ``sweep_pairs`` (no candidate filtering, no sort),
-    stopping at the first chunk left unsaturated (smaller networks take Dinic fewer passes: 100k rows over
-    {age, sex, education, marital}, 2.3M edges, 14 blocks: 1.1 s -> 0.6 s per world). ``boxes``: (b, 1 + 2d)
+    stopping at the first chunk left unsaturated (smaller networks take Dinic fewer passes; 100k rows over
+    {age, sex, education, marital}, 2.3M edges in 14 blocks: about 0.6 s per world). ``boxes``: (b, 1 + 2d)
     block, lo, hi; ``points``: (n, 1 + d) block, point. O(``sweep_pairs`` + the flows)."""
     lo = boxes[:, : 1 + d]
     hi = np.column_stack([boxes[:, :1], boxes[:, 1 + d:]])
@@ -115,8 +115,8 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     admitted iff the flow saturates every tuple (Hall's condition; scipy ``maximum_flow``, Dinic). Returns
     ``(admitted, unmatched)`` where ``unmatched`` lists the world tuples (by id) of point types left unsaturated.
     The verdict is decided by ``_admitted`` (edges from ``sweep_pairs``, the block of equal exact attributes as
-    one more column, flowed block by block; 100k rows over {age, sex, education, marital}: 2.0 s -> 0.8 s of CPU
-    per world); a world it does not admit is flowed again on the edges of ``intervals.contained_pairs`` in their
+    one more column, flowed block by block; about 0.8 s of CPU per world for 100k rows over {age, sex, education,
+    marital}); a world it does not admit is flowed again on the edges of ``intervals.contained_pairs`` in their
     order, so that the unsaturated tuples reported are those of that flow whichever way the verdict was reached.
     O(n log n + edges) plus the flow.
     """

@@ -8,7 +8,7 @@ per group that breaks the rule, naming the group, the rule and the figures.
 Over a history the verifiers are folded one release at a time (``fold_releases``): a verifier's report on
 releases 1..n is its report on 1..n-1, kept in the judge's memo, with release n's added. Judging release n then
 reads release n (and what its own step keeps of the past, e.g. m-invariance's last signature of every
-individual) and never the releases before: the window of ``History.first`` (issue #12).
+individual) and never the releases before: the window of ``History.first``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ TOTALS: dict[str, str] = {
 }
 
 #: What a verifier's step keeps of releases 1..j for release j+1 (e.g. m-invariance's last appearance of every
-#: individual), by name; plain frames, stored as Parquet in the judge's memo.
+#: individual), by name; plain frames, stored in the judge's memo (``storage.write.memo_blob``).
 State = dict[str, pd.DataFrame]
 
 #: One release's step: ``(release j alone as a History, the state after release j-1) -> (the verifier's reports
@@ -261,8 +261,8 @@ def _held_release_ids(history: History) -> list[int]:
 def release_parts(history: History, release_ids: list[int]) -> Iterator[tuple[int, History]]:
     """Each of ``release_ids`` as a History of that release alone (its published rows, R(j), snapshot and hosting
     rows, in their order in ``history``), in the order given. A frame already in release order (as the store
-    reads them) gives each release as a slice of its rows, without a copy (issue #12: at 1M rows the copies of
-    the published rows and of the snapshot were 0.3 GB of the verifiers' peak); a part is read, never changed,
+    reads them) gives each release as a slice of its rows, without a copy (at 1M rows a copy of the published
+    rows and of the snapshot would add 0.3 GB to the verifiers' peak); a part is read, never changed,
     by the steps. Any other frame is sorted by release once: O(rows log rows) for the whole history, then
     O(rows of release j) per release, a copy."""
     parts: dict[str, tuple[pd.DataFrame, np.ndarray | None, np.ndarray]] = {}

@@ -224,7 +224,7 @@ def _present(names: Sequence[str], current: pd.DataFrame, previous: pd.DataFrame
 
 #: The judge's memo of the (X, Y) verifiers (``History.memo``, keyed ``(EARLIER, release id)``): the published
 #: columns of releases 1..n as value counts, one row per ``release_id`` and distinct published row, the count in
-#: ``wang_fung.WEIGHT``, a column the release does not publish null. Plain string columns (Parquet).
+#: ``wang_fung.WEIGHT``, a column the release does not publish null. Plain string columns.
 EARLIER = "xy_privacy_releases"
 
 

@@ -9,7 +9,7 @@ everything is integer keys, sorts and searches. Over a history they are folded o
 (``single.fold_releases``): counterfeit accounting, generalisation and m-uniqueness are properties of each
 release alone, and m-invariance compares each appearance of a tuple with its previous one, which the fold keeps
 as each individual's last appearance (release, group, signature as packed bits). Judging release n therefore
-reads release n and that memo, never the releases before (issue #12's window): O(n_n log n_n + individuals
+reads release n and that memo, never the releases before (the judge's window): O(n_n log n_n + individuals
 seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``).
 """
 
@@ -361,8 +361,8 @@ def _group_extremes(table: pd.DataFrame, columns: list[str], group: np.ndarray,
     """Per group (``group``: the group 0..count-1 of each row, every group non-empty) the least and the greatest
     value of each column as float64, nulls skipped (NaN when a group has only nulls): what ``groupby(group).min()``
     and ``.max()`` of the columns give, one column at a time over the rows sorted by group (``reduceat``), so that
-    no float copy of every column exists at once (issue #12's memory: 64 MB of bounds and as much for the
-    group-by at 1M rows). O(n log n + n d); memory O(n) beyond the result."""
+    no float copy of every column exists at once (at 1M rows such a copy is 64 MB of bounds, and as much
+    again for the group-by). O(n log n + n d); memory O(n) beyond the result."""
     lowest = np.empty((count, len(columns)))
     highest = np.empty((count, len(columns)))
     if not len(group):

@@ -26,23 +26,13 @@ phase; each module's docstring says how it decides where the paper leaves a choi
 
 A group made of counterfeits only is dropped: it hides nobody, and every other group stays a legal instance.
 
-Cost at 200k rows (Census-KDD resampled, m = 4, d = 10, -20k/+20k and 50k updates a release, the stream of
-``benchmarks/bench_m_distinct.py``'s ``whole_release``; CPU seconds of ``publish``, least of 5, the single module
-before this package and the package alternately in one process, 2 cores at load 7-9; 2026-11-24): release 2
-3.61 -> 3.01 s, release 20 4.19 -> 3.44 s, the same output bit for bit over the 20 releases. The eq. 4 cut search
-(``cuts``) went 1.84 -> 1.27 s: its crowded cuts sort (node, QI, value) keys by radix, its QI extents are gathered
-QI first so the running extremes run along contiguous ranks; the leaves of a level are decomposed at once
-(``split._columns``). What is left at release 2: the cut search 1.3 s, Algorithm 3's greedy 0.6 s (sequential, see
-``assignment.assign_records``), the diff 0.2 s, the previous signatures 0.15 s, the generalisation 0.2 s.
-Release 20 took 1.09x release 2: only release n-1 is read, but the model splits the counterfeits too (200k +
-61k rows at release 20 against 200k + 15.6k at release 2: the cut search and the leaves grow with them) and reads
-T*(n-1) with its counterfeits (263k rows against 200k) for the previous signatures. What grew most was the values
-of the open counterfeits, drawn node by node in Python (1,083 leaf nodes at release 2, 4,473 at release 20); they
-are now drawn for every leaf of a level at once, one ``rng.permutation`` per (node, block) (``split._open_values``,
-the same draws): release 2 3.16 -> 2.98 s, release 20 3.43 -> 3.04 s (least of 3, alternately in one process, load
-4-5, 2026-11-24), 1.02x, the same output bit for bit over the 20 releases. The store reads only the columns of
-release n-1 that ``publish`` reads (``previous_columns``: of T*(n-1) the group and the sensitive value, not its
-generalised QIs).
+Cost: per release, that of ``publish`` (see there): Algorithm 2 over the distinct previous signatures,
+Algorithm 3's greedy (sequential, see ``assignment.assign_records``) and the recursive split with its eq. 4 cut
+search (``cuts``), which dominate. Only release n-1 is read, so the cost does not grow with n except through the
+counterfeits, which are split with the genuine rows and read back with T*(n-1): at 200k rows (Census-KDD
+resampled, m = 4, d = 10, -20k/+20k and 50k updates a release, ``benchmarks/bench_m_distinct.py``) ``publish``
+takes about 3 s of CPU at release 2 and at release 20. The store reads only the columns of release n-1 that
+``publish`` reads (``previous_columns``: of T*(n-1) the group and the sensitive value, not its generalised QIs).
 """
 
 from __future__ import annotations

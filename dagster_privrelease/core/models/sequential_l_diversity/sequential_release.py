@@ -20,14 +20,11 @@ published with ``group_id`` null.
    paired with tuples at their own point (``identical_match``: zero-cost pairs, which under LM some minimum-cost
    matching holds; ``partition: joint`` only), and the rest is split into *sub-components* of at most
    p (§4.4: ``joint_sub_components`` by default, or the paper's own partitioning ``sub_components`` with
-   ``partition: paper``), each solved by ``scipy.optimize.linear_sum_assignment`` (``split_match``). On Adult
-   (45,222 rows, l = 5, Fig. 14's ten releases) the pairing takes the average LM from 0.159 to 0.134 (release 1:
-   0.258 to 0.235; an exact Step 5 on every component, ``linear_sum_assignment`` on each whole component, reaches
-   0.131 there in 189 s of CPU) at no extra CPU (1.2 s per release). Measured on
-   Census-KDD (100k workers, l = 5, §6.2's ten releases): the exact step takes {education, race} from LM 0.370
-   (split, p = 100) to 0.139 and {sex, education, race} from 0.298 to 0.152, below the non-sequential 0.309 and
-   0.263, and costs less CPU than the split (0.7 s against 1.6 s for the first: a few dozen primal-dual phases on
-   ~80 x 70 distinct problems, against ~150 Hungarian solves of p = 100). The edge weight
+   ``partition: paper``), each solved by ``scipy.optimize.linear_sum_assignment`` (``split_match``).
+   The exact step and the pairing of identical points are choices that lower the LM at no extra CPU (on a
+   component the exact step costs less than the split would: a few dozen primal-dual phases on ~80 x 70 distinct
+   problems against ~150 Hungarian solves of p = 100); their LM on Adult and Census-KDD is on
+   ``docs/models/sequential-l-diversity.md``. The edge weight
    dist(v, w) = IL(closure{v, w}) - IL(v) is minimised as IL(closure{v, w}) alone: the IL(v) terms sum to the same
    constant over every perfect matching, so both weights have the same optimal matchings.
 
@@ -38,14 +35,13 @@ world). Cost per world: the distinct rows O(N log N); on exactly solved componen
 (``transport_plan``); on split ones the clustering O(N log N · log(N_k / p)), the partition of W
 O(Σ_k N_k² / p · d) (eq. (11)), the matchings O(N p d + N p²) (§4.4); the whole release O(ℓ) times that.
 
-The split of a large component, measured: §4.4 clusters V_R^(k) into groups of at most p, then gives each group
+The split of a large component, a choice: §4.4 clusters V_R^(k) into groups of at most p, then gives each group
 the tuples of W^(k) nearest its closure. A group of ~p rows usually has a closure as wide as an attribute's domain,
-so that rule ties nearly every tuple and scatters the tuples a row could match exactly over other sub-components:
-on 4,000 Census-KDD workers (l = 5, §6.2's ten releases) the average LM is 0.28 with it and 0.14 with no split at
-all (p = N), and sequential releases then lose to the non-sequential projection on most releases (the Adult
-l = 5 anomaly). The default ``partition: joint`` halves rows and tuples together along the same attribute
-(``joint_sub_components``): LM 0.18, sequential below non-sequential in every release; ``partition: paper`` keeps
-§4.4's rule.
+so that rule ties nearly every tuple and scatters the tuples a row could match exactly over other sub-components
+(on 4,000 Census-KDD workers, l = 5, it doubles the LM of no split at all, and sequential releases lose to the
+non-sequential projection on most releases). The default ``partition: joint`` therefore halves rows and tuples
+together along the same attribute (``joint_sub_components``); ``partition: paper`` keeps §4.4's rule. The LM of
+each is on ``docs/models/sequential-l-diversity.md``.
 
 Ambiguities, resolved here: the clustering of V_R^(k) into groups of at most p (§4.4 leaves it open) halves a
 group at the median of its box centres along its widest normalised attribute until no group exceeds p (a k-d
@@ -324,8 +320,9 @@ _FEW_COSTS = 128
 
 def _more_distinct_than(values: np.ndarray, k: int) -> bool:
     """Whether ``values`` holds more than ``k`` distinct entries: the first 64 k entries sorted first, the whole
-    array only when they hold k or fewer (the same answer as ``len(np.unique(values)) > k``, which sorted every
-    cell: 39% of ``transport_plan``'s CPU on Adult's release 1 at 640,000 cells). O(k log k), O(n log n) at worst."""
+    array only when they hold k or fewer (the same answer as ``len(np.unique(values)) > k``, which sorts every
+    cell: at 640,000 cells, on Adult's release 1, that sort would be 39% of ``transport_plan``'s CPU).
+    O(k log k), O(n log n) at worst."""
     flat = values.ravel()
     return len(np.unique(flat[: 64 * k])) > k or (len(flat) > 64 * k and len(np.unique(flat)) > k)
 
@@ -356,8 +353,8 @@ def transport_plan(cost: np.ndarray, supply: np.ndarray, demand: np.ndarray, pha
     ``_RATE_PHASES`` phases (phase 1 left out) times the phases left. Phase 1 sends every zero-cost pair at once
     (a row matched to its own point: 97% of Census-KDD's {age} components in the first step), the later phases of
     such a matrix few units each, decaying (Census-KDD's {age}, EM: hundreds of phases of 1-15 units; Adult's age:
-    115, 33, 17, 1, 1, 11, ...), so the run stops after 2-5 phases where the fixed budget ran all ``phases`` and
-    threw the plan away. A problem of at most ``phases`` units always finishes (every phase sends at least one).
+    115, 33, 17, 1, 1, 11, ...), so the run stops after 2-5 phases rather than running all ``phases`` only to
+    stop short of the end. A problem of at most ``phases`` units always finishes (every phase sends at least one).
     Also stops (the unobserved case) when rounding leaves a phase with no admissible path. Each phase raises the
     length of the shortest augmenting path, so there are at most as many phases as distinct path lengths (10-35
     measured on Census-KDD's categorical components, ~1 ms each at 80 x 70). Deterministic (phase counts, never

@@ -38,7 +38,8 @@ Choices where the paper leaves room:
   checker takes two tables, so ``verify_xy_privacy`` (``judge.verifiers.wang_fung``) checks T1 against each
   earlier release in turn (X and Y restricted to the two). That is not weaker: an adversary may join T1 with one
   earlier release alone, and that join can hold fewer records per x than the star join, so from the fourth
-  release the judge refuses some of TDS4SA's candidates (a known gap: TDS4SA does not keep every sub-join valid).
+  release the judge refuses some of TDS4SA's candidates (a known gap, ``docs/known-gaps.md``: TDS4SA does not
+  keep every sub-join valid).
 - (X, Y)-linkability needs Y in one release only (Lemma 4.2, Corollary 4.1); anonymity accepts Y anywhere
   (Lemma 4.1). X and Y may not share an attribute name.
 """
