@@ -14,19 +14,10 @@ import pytest
 from dagster_privrelease.core.release import Release, build_release, release_rng
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.storage import ReleaseStore
+from dagster_privrelease.testing.contract import CLINIC
 
-SPEC = {
-    "name": "clinic",
-    "id": "pid",
-    "sensitive": "disease",
-    "quasi_identifiers": {
-        "age": {"type": "numeric", "min_width": 1},
-        "sex": {"type": "categorical"},
-        "region": {"type": "categorical", "hierarchy": {"Any": {"North": ["n1", "n2"], "South": ["s1", "s2"]}}},
-    },
-    "non_identifiers": ["visits"],
-    "model": {"name": "k_anonymity", "k": 2},
-}
+#: The contract suite's clinic table under the name "clinic", published with k-anonymity.
+SPEC = {**CLINIC, "name": "clinic", "model": {"name": "k_anonymity", "k": 2}}
 
 
 def snapshot(ids, sexes=("F", "M"), diseases=("flu", "hiv", "gastritis"), seed=0) -> pd.DataFrame:
