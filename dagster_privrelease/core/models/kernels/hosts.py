@@ -57,7 +57,9 @@ def last_groups(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelea
         was[at] = back[spec.sensitive].astype(str).to_numpy()
         rows.append((earlier["release_id"].to_numpy(dtype=np.int64), earlier))
         hosts.append((at, back["release_id"].to_numpy(dtype=np.int64), back["group_id"].to_numpy()))
-    table = pd.concat([t[["group_id", spec.sensitive]] for _, t in rows], ignore_index=True)
+    # no copy of T*(n-1) when nobody comes back (the common case)
+    table = rows[0][1] if len(rows) == 1 else pd.concat([t[["group_id", spec.sensitive]] for _, t in rows],
+                                                        ignore_index=True)
     codes = sensitive_codes(table, spec)
     if (codes < 0).any():
         raise NotPublishable(
