@@ -39,3 +39,7 @@ def adult() -> pd.DataFrame:
 def census_kdd() -> pd.DataFrame:
     """UCI Census-KDD workers, 144,930 rows (``datasets.load_census_kdd(workers_only=True)``). Do not mutate."""
     return _load(datasets.load_census_kdd, workers_only=True)
+
+
+# the session's PostgreSQL server (tests/pg_server.py): a fixture module, imported so every test can take it
+from .pg_server import pg_schema, postgres_server  # noqa: E402, F401
