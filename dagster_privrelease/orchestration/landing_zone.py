@@ -4,9 +4,10 @@ the whole table or a batch of changes.
 A file's kind is stated by the source (``kind``) or, when that is left out, by the file's name:
 ``snapshot-*.parquet`` / ``snapshot-*.csv`` hold every row of the table, ``changes-*.parquet`` / ``changes-*.csv``
 hold changes, one row each, with an ``op`` column (``insert``, ``update`` or ``delete``; an insert or update
-carries the row's new values, a delete needs only the id). Files are taken in name order, so names must sort in
-the order they were written (a UTC timestamp after the prefix does: ``changes-20260131T0900.parquet``). Other
-files are ignored.
+carries the row's new values, a delete needs only the id). Files are taken in the order of their names after
+the kind prefix (``snapshot-0002`` after ``changes-0001``; a snapshot before changes of the same name), so those
+names must sort in the order the files were written (a UTC timestamp does: ``changes-20260131T0900.parquet``).
+Other files are ignored.
 
 A half-written file is never read. The writer's protocol: write the file under a name the zone ignores (one that
 starts with ``.`` or ``_``, or ends in another suffix such as ``.tmp``) and rename it into place when it is
@@ -24,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from pathlib import Path
-from typing import Literal
 
 import dagster as dg
 import pandas as pd
@@ -39,6 +39,8 @@ from .sources import Fingerprint, _after
 
 #: What a row of a changes file does to its id, the values of its ``op`` column.
 OPS = ("insert", "update", "delete")
+#: What a file of the zone holds: every row, or changes with an op column.
+KINDS = ("snapshot", "changes")
 #: The suffixes of the files a zone reads.
 SUFFIXES = (".parquet", ".pq", ".csv")
 
@@ -55,7 +57,7 @@ class LandingZoneSource(dg.ConfigurableResource):
     """
 
     folder: str = Field(description="The folder the files land in.")
-    kind: Literal["snapshot", "changes"] | None = Field(
+    kind: str | None = Field(
         default=None,
         description="What every file holds: 'snapshot' (all rows) or 'changes' (rows with an op column); left "
         "out, a file's name says it: snapshot-* or changes-*.",
@@ -68,24 +70,33 @@ class LandingZoneSource(dg.ConfigurableResource):
         return False
 
     def files(self) -> list[tuple[Path, str]]:
-        """The complete files in name order, each with its kind (``snapshot`` or ``changes``).
+        """The complete files in the order they apply (``_order``), each with its kind (``snapshot`` or
+        ``changes``).
 
         Left out: names starting with ``.`` or ``_``, other suffixes, files of no kind, and Parquet files whose
         footer cannot be read yet. Cost: one directory listing and one footer read per Parquet file.
 
         Raises:
-            StoreError: the folder does not exist.
+            StoreError: the folder does not exist, or ``kind`` is neither snapshot nor changes.
         """
         folder = Path(self.folder)
+        if self.kind not in (None, *KINDS):
+            raise StoreError(f"source {folder}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if not folder.is_dir():
             raise StoreError(f"source {folder}: no such folder")
         found = []
-        for path in sorted(folder.iterdir()):
-            kind = self.kind or next((k for k in ("snapshot", "changes") if path.name.startswith(k)), None)
+        for path in folder.iterdir():
+            kind = self.kind or next((k for k in KINDS if path.name.startswith(k)), None)
             if (kind and path.name[0] not in "._" and path.suffix.lower() in SUFFIXES and path.is_file()
                     and (path.suffix.lower() == ".csv" or _complete_parquet(path))):
                 found.append((path, kind))
-        return found
+        return sorted(found, key=self._order)
+
+    def _order(self, file: tuple[Path, str]) -> tuple[str, int]:
+        """Where ``file`` goes: by its name after the kind prefix (the whole name when ``kind`` is set), a
+        snapshot before changes of the same name."""
+        path, kind = file
+        return (path.name if self.kind else path.name[len(kind):]), KINDS.index(kind)
 
     def fingerprint(self, spec: Spec) -> Fingerprint:
         """The number of complete files and a hash of their names, sizes and modification times."""
