@@ -269,6 +269,23 @@ def discard(
     console.print(f"discarded the staged release {release_id} (and any later one) from {db}")
 
 
+@app.command("change-feed")
+def change_feed(
+    dsn: Annotated[str, typer.Option("--dsn", envvar="PRIVRELEASE_DSN", show_envvar=False,
+                                     help="libpq URI or connection string of the source database (or "
+                                     "$PRIVRELEASE_DSN, which keeps a password off the command line)")],
+    table: Annotated[str, typer.Option("--table", help="the PostgreSQL source table, schema.table")],
+    feed_schema: Annotated[str, typer.Option("--feed-schema", help="the schema of the feed's tables")] = "privrelease",
+) -> None:
+    """Install the change feed of a PostgreSQL source table (triggers filling a change log), once: the table's
+    rows become the feed's position 1. Re-running it changes nothing."""
+    from .orchestration.postgres_source import PostgresTableSource
+
+    with refusals():
+        position = PostgresTableSource(dsn=dsn, table=table, feed_schema=feed_schema).install_change_feed()
+    console.print(f"the change feed of {table} is in place (schema {feed_schema}); its position is {position}")
+
+
 @app.command()
 def demo(
     home: Annotated[Path, typer.Option("--home", help="the demo folder (source, release store, Dagster home)")] = Path(

@@ -49,13 +49,13 @@ def postgres_server() -> Iterator[str]:
         shutil.chown(folder, "postgres")
         shutil.chown(folder / "pw", "postgres")
     data, port = folder / "data", _free_port()
-    subprocess.run([*run_as, initdb, "-D", str(data), "-U", USER, f"--pwfile={folder / 'pw'}", "-E", "UTF8",
-                    "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256"],
-                   check=True, capture_output=True)
     options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
-    subprocess.run([*run_as, pg_ctl, "start", "-D", str(data), "-w", "-l", str(folder / "log"), "-o", options],
-                   check=True, capture_output=True)
     try:
+        subprocess.run([*run_as, initdb, "-D", str(data), "-U", USER, f"--pwfile={folder / 'pw'}", "-E", "UTF8",
+                        "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256"],
+                       check=True, capture_output=True)
+        subprocess.run([*run_as, pg_ctl, "start", "-D", str(data), "-w", "-l", str(folder / "log"), "-o", options],
+                       check=True, capture_output=True)
         from adbc_driver_postgresql import dbapi
 
         with dbapi.connect(f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres", autocommit=True) as con, \
@@ -63,7 +63,8 @@ def postgres_server() -> Iterator[str]:
             cur.execute("CREATE DATABASE privrelease")
         yield f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/privrelease"
     finally:
-        subprocess.run([*run_as, pg_ctl, "stop", "-D", str(data), "-m", "immediate"], capture_output=True)
+        subprocess.run([*run_as, pg_ctl, "stop", "-D", str(data), "-m", "immediate"], check=False,
+                       capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -203,7 +203,8 @@ class PostgresTableSource(dg.ConfigurableResource):
     def _installed(self, cur: Cursor) -> bool:
         """Whether the feed's commit table exists (the feed is laid in one transaction, so all of it does)."""
         cur.execute("SELECT to_regclass($1) IS NOT NULL", parameters=(self._object("commits"),))
-        return bool(cur.fetchone()[0])  # type: ignore[index]
+        ((installed,),) = cur.fetchall()
+        return bool(installed)
 
     def _require_feed(self, cur: Cursor) -> None:
         """StoreError naming how to install the feed when it is not there."""
@@ -215,7 +216,7 @@ class PostgresTableSource(dg.ConfigurableResource):
         """The number of logged changes and the highest commit position, in one snapshot."""
         _, changes, commits = self._names()
         cur.execute(f"SELECT (SELECT count(*) FROM {changes}), (SELECT coalesce(max(position), 0) FROM {commits})")
-        rows, top = cur.fetchone()  # type: ignore[misc]
+        ((rows, top),) = cur.fetchall()
         return int(rows), int(top)
 
 

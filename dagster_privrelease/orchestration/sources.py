@@ -1,7 +1,7 @@
 """Where a protected table's rows come from: the ``Source`` protocol and one class per kind of source.
 
 The snapshot asset reads a source, the source sensor fingerprints it and asks it the key of the next release
-(``docs/dagster.md``, "Sources"). Three kinds:
+(``docs/sources.md``). The kinds:
 
 - ``DuckDBTableSource``: a plain table (``source.people``). Its current rows are captured when a release's
   snapshot is materialised while the release is unpublished (re-materialising a refused partition re-captures
@@ -11,6 +11,9 @@ The snapshot asset reads a source, the source sensor fingerprints it and asks it
   <columns>)`` with ``op`` in ``insert | update | delete`` (an update carries the row's new values). The
   partition key of a release is the log position its snapshot reflects, so any snapshot is rebuilt exactly.
 - ``FrameSource``: an in-memory frame (``run_release``, the CLI), captured like a plain table.
+- In modules of their own: ``PostgresTableSource`` (``postgres_source``), a PostgreSQL table replayed from the
+  change feed the tool installs, keyed by the feed's commit position; ``LandingZoneSource`` (``landing_zone``), a
+  folder of Parquet/CSV snapshot and changes files, captured like a plain table.
 
 A new kind (e.g. a PostgreSQL table) is one class with the four members of ``Source``; ``release_definitions``
 takes any of them. The kinds Dagster configures are ``ConfigurableResource``s whose fields carry descriptions.

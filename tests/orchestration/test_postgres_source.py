@@ -206,3 +206,20 @@ def test_a_column_of_the_wrong_type_is_refused_in_one_line_and_publishes_nothing
     assert "column 'age' is of type text" in message and "age3" not in message
     store = tmp_path / "releases.duckdb"
     assert not store.exists() or ReleaseStore(store, spec).release_ids() == []
+
+
+def test_the_cli_installs_the_feed_once(postgres_server, pg_schema, spec_path):
+    from typer.testing import CliRunner
+
+    from dagster_privrelease import cli
+
+    table = _table(postgres_server, pg_schema, patients(8))
+    args = ["change-feed", "--table", table, "--feed-schema", pg_schema]
+    for _ in range(2):  # re-running changes nothing
+        done = CliRunner().invoke(cli.app, args, env={"PRIVRELEASE_DSN": postgres_server})
+        assert done.exit_code == 0 and "its position is 1" in done.output, done.output
+    _sql(postgres_server, f"DELETE FROM {table} WHERE id = 'p001'")
+    assert _source(postgres_server, table, pg_schema).fingerprint(load_spec(spec_path)).position == 2
+    refused = CliRunner().invoke(cli.app, [*args, "--dsn", postgres_server.replace(PASSWORD, "wrong-pw")])
+    assert refused.exit_code == 1 and "authentication failed" in refused.output
+    _one_line(refused.output.strip())
