@@ -20,13 +20,14 @@ The change feed is a change-log table filled by triggers (``install_change_feed`
 
 The feed lives in the schema ``feed_schema`` (``privrelease`` by default) of the source's database: a table of
 changes ``(seq, txid, op, row jsonb)``, one entry per inserted, deleted (``op = 'delete'``, the old row) or updated
-row (its old row as a delete, then its new row), and a table of commits ``(position, txid)``. Rows are kept as
+row (its old row as a delete, then its new row), and a table of commits ``(txid, position, total)``, ``total``
+the number of changes logged up to that commit. Rows are kept as
 ``jsonb`` and read back with the table's current types (``jsonb_populate_record``), so a column added to the
 table later does not break its writers. Installing seeds the log with the table's current rows, as position 1.
 The log holds the rows it copies: it is as private as the table, in the same database.
 
-Costs: a write to the table also writes its rows to the log (twice for an update); a fingerprint is one count
-over the log; a snapshot replays the log in PostgreSQL (one sort of the log up to its position) and moves only
+Costs: a write to the table also writes its rows to the log (twice for an update); a fingerprint reads the last
+commit through an index; a snapshot replays the log in PostgreSQL (one sort of the log up to its position) and moves only
 the live rows. The log is never compacted here.
 """
 
@@ -213,9 +214,10 @@ class PostgresTableSource(dg.ConfigurableResource):
                              "`privrelease change-feed` or PostgresTableSource.install_change_feed()")
 
     def _position(self, cur: Cursor) -> tuple[int, int]:
-        """The number of logged changes and the highest commit position, in one snapshot."""
-        _, changes, commits = self._names()
-        cur.execute(f"SELECT (SELECT count(*) FROM {changes}), (SELECT coalesce(max(position), 0) FROM {commits})")
+        """The number of logged changes and the highest commit position: the last commit's row, found through
+        the index on positions (each commit records the running total of changes)."""
+        cur.execute(f"SELECT coalesce(max(total), 0), coalesce(max(position), 0) FROM (SELECT total, position "
+                    f"FROM {self._object('commits')} WHERE position IS NOT NULL ORDER BY position DESC LIMIT 1) top")
         ((rows, top),) = cur.fetchall()
         return int(rows), int(top)
 
@@ -229,7 +231,8 @@ def _feed_ddl(src: str, changes: str, commits: str, stamp: str, log: str, schema
     return [
         f"CREATE SCHEMA IF NOT EXISTS {schema}",
         f"LOCK TABLE {src} IN SHARE ROW EXCLUSIVE MODE",
-        f"CREATE TABLE {commits} (txid xid8 PRIMARY KEY DEFAULT pg_current_xact_id(), position bigint UNIQUE)",
+        f"CREATE TABLE {commits} (txid xid8 PRIMARY KEY DEFAULT pg_current_xact_id(), position bigint UNIQUE, "
+        f"total bigint)",
         f"CREATE TABLE {changes} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
         f"txid xid8 NOT NULL DEFAULT pg_current_xact_id(), op text NOT NULL, row jsonb NOT NULL)",
         f"CREATE INDEX ON {changes} (txid)",
@@ -237,7 +240,10 @@ def _feed_ddl(src: str, changes: str, commits: str, stamp: str, log: str, schema
         f"""CREATE FUNCTION {stamp}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             PERFORM pg_advisory_xact_lock({_literal(commits)}::regclass::oid::bigint);
-            UPDATE {commits} SET position = (SELECT coalesce(max(position), 0) + 1 FROM {commits})
+            WITH top AS (SELECT position, total FROM {commits} WHERE position IS NOT NULL
+                         ORDER BY position DESC LIMIT 1)
+            UPDATE {commits} SET position = coalesce((SELECT position FROM top), 0) + 1,
+                total = coalesce((SELECT total FROM top), 0) + (SELECT count(*) FROM {changes} WHERE txid = NEW.txid)
             WHERE txid = NEW.txid;
             RETURN NULL;
         END $$""",

@@ -100,6 +100,9 @@ def test_the_feed_positions_follow_commit_order(postgres_server, pg_schema, spec
     assert "p002" not in set(source.read(spec, position=2)["id"])
     _sql(postgres_server, f"TRUNCATE {table}")
     assert source.fingerprint(spec).position == 4 and source.read(spec, position=4).empty
+    with dbapi.connect(postgres_server) as con, con.cursor() as cur:  # the running total is the log's count
+        cur.execute(f'SELECT count(*) FROM {pg_schema}."{pg_schema}__people__changes"')
+        assert source.fingerprint(spec).rows == cur.fetchall()[0][0] == 12 + 3 + 5 + 12
 
 
 def test_the_sensor_publishes_each_insert_delete_and_update_once(postgres_server, pg_schema, spec_path, instance,
