@@ -78,14 +78,16 @@ class PostgresTableSource(dg.ConfigurableResource):
 
     Example:
         ```python
-        source = PostgresTableSource(dsn="postgresql://app@db:5432/clinic", table="public.patients")
-        source.install_change_feed()  # once: triggers, log, the current rows as position 1
-        defs = release_definitions("patients.yaml", "patients.duckdb", source)
+        # once: `privrelease change-feed --table public.patients`, the DSN in $PRIVRELEASE_DSN
+        # (or PostgresTableSource(dsn=..., table=...).install_change_feed())
+        source = PostgresTableSource(dsn=dg.EnvVar("PRIVRELEASE_DSN"), table="public.patients")
+        defs = release_definitions("patients.yaml", "patients.duckdb", source)  # the UI shows no DSN
         ```
     """
 
     dsn: str = Field(
-        description="libpq connection string or URI of the database holding the table (never shown in messages)."
+        description="libpq connection string or URI of the database holding the table (never shown in messages; "
+        "give it as an EnvVar so the UI does not show it either)."
     )
     table: str = Field(description="The source table, 'schema.table' or 'table': one row per individual.")
     feed_schema: str = Field(
