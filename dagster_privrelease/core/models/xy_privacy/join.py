@@ -72,6 +72,11 @@ class Side:
     x_holds_join: bool
 
     @property
+    def t1_join(self) -> list[str]:
+        """J_1(i) of §7: T1's attributes that join with T_i, the common ones, then those the rules name."""
+        return list(dict.fromkeys([*self.common, *(rule[0] for rule in self.rules)]))
+
+    @property
     def join_values(self) -> int:
         """The number of distinct join values of T_i (the nodes at level |J_i| of Tree_i)."""
         return int(self.parts["c"].max()) + 1 if len(self.parts) else 0
@@ -463,3 +468,44 @@ class JoinStatistics:
             x_id, first = dense_codes([distinct[c] for c in xcols])
             counts = {c: distinct[c][first] for c in xcols} | {"a": np.bincount(x_id, minlength=len(first))}
         return pd.DataFrame({c: np.asarray(counts[c], dtype=np.int64) for c in [*xcols, "a"]})
+
+
+@dataclass(frozen=True)
+class Joins:
+    """Every join whose (X, Y)-privacy TDS4SA keeps: the star join of §7 over all earlier releases (``star``) and,
+    with two or more, the join of T1 with each earlier release alone (``pairs[i-1]`` with ``star.sides[i-1]``).
+
+    An adversary may join T1 with any one earlier release (§3.3's join of two releases); that join can hold fewer
+    records per x than the star join, so it is a requirement of its own. Each is a two-release join of
+    population-related tables (projections of one table), so Lemmas 4.1-4.2 hold for each and a specialisation
+    that violates one keeps it violated (Corollary 4.1): the conjunction is anti-monotone, and Corollary 4.2
+    holds for it. Every join holds all of X ∩ att(T1), so an X-tree row of any of them holds exactly one value of
+    each Cut_j, and TDS4SA works on their rows together (``xtree``), A_Y(X) being the least a_Y(x) over all of
+    them (L_Y(X) the largest l_y(x)).
+    """
+
+    star: JoinStatistics
+    pairs: Sequence[JoinStatistics] = ()
+
+    @property
+    def kind(self) -> str:
+        """``anonymity`` or ``linkability`` (the same for every join)."""
+        return self.star.kind
+
+    @property
+    def partitions_need_y(self) -> bool:
+        """Whether Tree1's partitions are split by Y1 (``JoinStatistics.partitions_need_y``) for some join: a join
+        that does not need it counts the same on split partitions (|P1| is their sum, and a split partition of a
+        key Y1 holds one record)."""
+        return any(stats.partitions_need_y for stats in (self.star, *self.pairs))
+
+    def xtree(self, parts: Mapping[str, np.ndarray]) -> pd.DataFrame:
+        """The X-tree rows of every join (``JoinStatistics.xtree``) for T1's partitions ``parts``, stacked: the
+        star join's rows with ``join`` 0, those of the join with ``star.sides[i-1]`` alone with ``join`` i and its
+        x value in ``x<i>`` (the star's column for that release; the other ``x<j>`` missing). Cost: one X-tree
+        per join, i.e. (p + 1) times the star join's for p >= 2 earlier releases, each over the matching
+        partitions of its releases only."""
+        tables = [self.star.xtree(parts).assign(join=0)]
+        for i, pair in enumerate(self.pairs, 1):
+            tables.append(pair.xtree(parts).rename(columns={"x1": f"x{i}"}).assign(join=i))
+        return pd.concat(tables, ignore_index=True) if self.pairs else tables[0]
