@@ -472,40 +472,38 @@ class JoinStatistics:
 
 @dataclass(frozen=True)
 class Joins:
-    """Every join whose (X, Y)-privacy TDS4SA keeps: the star join of §7 over all earlier releases (``star``) and,
-    with two or more, the join of T1 with each earlier release alone (``pairs[i-1]`` with ``star.sides[i-1]``).
+    """The joins whose (X, Y)-privacy TDS4SA keeps: the join of T1 with each earlier release alone (``joins[i-1]``
+    with the i-th earlier release; one join, also the star join of §7, when there is at most one).
 
-    An adversary may join T1 with any one earlier release (§3.3's join of two releases); that join can hold fewer
-    records per x than the star join, so it is a requirement of its own. Each is a two-release join of
-    population-related tables (projections of one table), so Lemmas 4.1-4.2 hold for each and a specialisation
-    that violates one keeps it violated (Corollary 4.1): the conjunction is anti-monotone, and Corollary 4.2
-    holds for it. Every join holds all of X ∩ att(T1), so an X-tree row of any of them holds exactly one value of
-    each Cut_j, and TDS4SA works on their rows together (``xtree``), A_Y(X) being the least a_Y(x) over all of
-    them (L_Y(X) the largest l_y(x)).
+    An adversary may join T1 with any one earlier release (§3.3's join of two releases), and the judge checks each
+    such join. Each is a join of population-related projections, so Lemmas 4.1-4.2 hold for each and a
+    specialisation that violates one keeps it violated (Corollary 4.1): the conjunction is anti-monotone, and
+    Corollary 4.2 holds for it. Every join holds all of X ∩ att(T1), so an X-tree row of any of them holds
+    exactly one value of each Cut_j, and TDS4SA works on their rows together (``xtree``), A_Y(X) being the least
+    a_Y(x) over all of them (L_Y(X) the largest l_y(x)). The star join of §7 over two or more earlier releases is
+    not kept: its X-tree has a row per combination of the releases' x values that match one T1 partition, which
+    grows exponentially with their number (``docs/known-gaps.md``).
     """
 
-    star: JoinStatistics
-    pairs: Sequence[JoinStatistics] = ()
+    joins: Sequence[JoinStatistics]
 
     @property
     def kind(self) -> str:
         """``anonymity`` or ``linkability`` (the same for every join)."""
-        return self.star.kind
+        return self.joins[0].kind
 
     @property
     def partitions_need_y(self) -> bool:
         """Whether Tree1's partitions are split by Y1 (``JoinStatistics.partitions_need_y``) for some join: a join
         that does not need it counts the same on split partitions (|P1| is their sum, and a split partition of a
         key Y1 holds one record)."""
-        return any(stats.partitions_need_y for stats in (self.star, *self.pairs))
+        return any(stats.partitions_need_y for stats in self.joins)
 
     def xtree(self, parts: Mapping[str, np.ndarray]) -> pd.DataFrame:
-        """The X-tree rows of every join (``JoinStatistics.xtree``) for T1's partitions ``parts``, stacked: the
-        star join's rows with ``join`` 0, those of the join with ``star.sides[i-1]`` alone with ``join`` i and its
-        x value in ``x<i>`` (the star's column for that release; the other ``x<j>`` missing). Cost: one X-tree
-        per join, i.e. (p + 1) times the star join's for p >= 2 earlier releases, each over the matching
-        partitions of its releases only."""
-        tables = [self.star.xtree(parts).assign(join=0)]
-        for i, pair in enumerate(self.pairs, 1):
-            tables.append(pair.xtree(parts).rename(columns={"x1": f"x{i}"}).assign(join=i))
-        return pd.concat(tables, ignore_index=True) if self.pairs else tables[0]
+        """The X-tree rows of every join (``JoinStatistics.xtree``) for T1's partitions ``parts``, stacked: those of
+        ``joins[i-1]`` with ``join`` i and the earlier release's x value in ``x<i>`` (the other ``x<j>``
+        missing). Cost: one X-tree per join, each over the matching partitions of its earlier release only, so p
+        times that of one earlier release."""
+        tables = [stats.xtree(parts).rename(columns={"x1": f"x{i}"}).assign(join=i)
+                  for i, stats in enumerate(self.joins, 1)]
+        return pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]

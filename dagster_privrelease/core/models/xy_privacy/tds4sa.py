@@ -11,9 +11,9 @@ satisfiable at all iff the most generalised T1 satisfies it, which is checked fi
 Efficiency as §5.3-5.4: ``Link[v]`` (``Candidate.records``) gives the T1 records generalised to v, the only
 records ever read (Line 4, Step 1); the join statistics are kept in the X-tree (``join.JoinStatistics``) of x
 values, updated by removing the x values that hold w and adding those of w's specialised partitions (Step 2).
-With several earlier releases the X-tree stacks the rows of every join kept valid (``join.Joins``: the star join
-of §7 and T1 with each earlier release alone); each row holds one value of every Cut_j, so the same update and
-scoring apply to all of them at once.
+With several earlier releases the X-tree stacks the rows of every join kept valid (``join.Joins``: T1 with each
+earlier release alone); each row holds one value of every Cut_j, so the same update and scoring apply to all of
+them at once.
 Each candidate keeps the X-tree rows its specialisation would produce, recomputed only when the winner's
 specialisation touched a record of ``Link[v]``; with those rows ``A_Y(X_v)`` (or ``L_Y(X_v)``) is the extreme
 of the specialised rows and of the rows that do not hold v (the other values of v's attribute), so Line 5 never
@@ -236,9 +236,8 @@ def tds4sa(cuts: Sequence[Cut], static: np.ndarray, y: np.ndarray, cls: np.ndarr
 
     Cost: each record is read at most |X1| x h times (§5.3 Analysis (4)), when a winner's Link holds it; each
     iteration re-scores the candidates whose Link the winner touched from partition counts, each rescoring
-    computing one X-tree per join of ``stats`` (``join.Joins``: the star join alone for at most one earlier
-    release, else it and the join with each of the p earlier releases alone, so p + 1 X-trees, each over the
-    matching partitions of its releases), and the extremes over the stacked X-tree rows (O(rows)).
+    computing one X-tree per join of ``stats`` (``join.Joins``: one per earlier release, each over the matching
+    partitions of that release), and the extremes over the stacked X-tree rows (O(rows)).
     """
     kind = stats.kind
     n, m = len(static), len(cuts)
