@@ -26,15 +26,10 @@ from dagster_privrelease.testing.contract import (
 )
 
 #: Models that break the contract today, with the reason; each is a strict xfail, so a fix shows up as a failure.
-BROKEN = {
-    "xy_privacy": "from the fourth release of one table on, the judge's (X, Y)-anonymity checker, which joins T1 "
-                  "with each earlier release alone, refuses a candidate TDS4SA made for the star join of §7 (the "
-                  "join with one earlier release can hold fewer records per x than the star join; TDS4SA does not "
-                  "check each sub-join)",
-}
+BROKEN: dict[str, str] = {}
 
-#: What each broken model keeps of the contract, run with text ids: xy_privacy over three releases of one table.
-REST = {"xy_privacy": CASES["xy_privacy"]}
+#: What each broken model keeps of the contract (its ``Case``, run with text ids over three releases).
+REST: dict[str, Case] = {}
 
 
 def cases() -> list:

@@ -72,6 +72,11 @@ class Side:
     x_holds_join: bool
 
     @property
+    def t1_join(self) -> list[str]:
+        """J_1(i) of §7: T1's attributes that join with T_i, the common ones, then those the rules name."""
+        return list(dict.fromkeys([*self.common, *(rule[0] for rule in self.rules)]))
+
+    @property
     def join_values(self) -> int:
         """The number of distinct join values of T_i (the nodes at level |J_i| of Tree_i)."""
         return int(self.parts["c"].max()) + 1 if len(self.parts) else 0
@@ -463,3 +468,42 @@ class JoinStatistics:
             x_id, first = dense_codes([distinct[c] for c in xcols])
             counts = {c: distinct[c][first] for c in xcols} | {"a": np.bincount(x_id, minlength=len(first))}
         return pd.DataFrame({c: np.asarray(counts[c], dtype=np.int64) for c in [*xcols, "a"]})
+
+
+@dataclass(frozen=True)
+class Joins:
+    """The joins whose (X, Y)-privacy TDS4SA keeps: the join of T1 with each earlier release alone (``joins[i-1]``
+    with the i-th earlier release; one join, also the star join of §7, when there is at most one).
+
+    An adversary may join T1 with any one earlier release (§3.3's join of two releases), and the judge checks each
+    such join. Each is a join of population-related projections, so Lemmas 4.1-4.2 hold for each and a
+    specialisation that violates one keeps it violated (Corollary 4.1): the conjunction is anti-monotone, and
+    Corollary 4.2 holds for it. Every join holds all of X ∩ att(T1), so an X-tree row of any of them holds
+    exactly one value of each Cut_j, and TDS4SA works on their rows together (``xtree``), A_Y(X) being the least
+    a_Y(x) over all of them (L_Y(X) the largest l_y(x)). The star join of §7 over two or more earlier releases is
+    not kept: its X-tree has a row per combination of the releases' x values that match one T1 partition, which
+    grows exponentially with their number (``docs/known-gaps.md``).
+    """
+
+    joins: Sequence[JoinStatistics]
+
+    @property
+    def kind(self) -> str:
+        """``anonymity`` or ``linkability`` (the same for every join)."""
+        return self.joins[0].kind
+
+    @property
+    def partitions_need_y(self) -> bool:
+        """Whether Tree1's partitions are split by Y1 (``JoinStatistics.partitions_need_y``) for some join: a join
+        that does not need it counts the same on split partitions (|P1| is their sum, and a split partition of a
+        key Y1 holds one record)."""
+        return any(stats.partitions_need_y for stats in self.joins)
+
+    def xtree(self, parts: Mapping[str, np.ndarray]) -> pd.DataFrame:
+        """The X-tree rows of every join (``JoinStatistics.xtree``) for T1's partitions ``parts``, stacked: those of
+        ``joins[i-1]`` with ``join`` i and the earlier release's x value in ``x<i>`` (the other ``x<j>``
+        missing). Cost: one X-tree per join, each over the matching partitions of its earlier release only, so p
+        times that of one earlier release."""
+        tables = [stats.xtree(parts).rename(columns={"x1": f"x{i}"}).assign(join=i)
+                  for i, stats in enumerate(self.joins, 1)]
+        return pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]

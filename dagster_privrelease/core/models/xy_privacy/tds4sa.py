@@ -11,6 +11,9 @@ satisfiable at all iff the most generalised T1 satisfies it, which is checked fi
 Efficiency as §5.3-5.4: ``Link[v]`` (``Candidate.records``) gives the T1 records generalised to v, the only
 records ever read (Line 4, Step 1); the join statistics are kept in the X-tree (``join.JoinStatistics``) of x
 values, updated by removing the x values that hold w and adding those of w's specialised partitions (Step 2).
+With several earlier releases the X-tree stacks the rows of every join kept valid (``join.Joins``: T1 with each
+earlier release alone); each row holds one value of every Cut_j, so the same update and scoring apply to all of
+them at once.
 Each candidate keeps the X-tree rows its specialisation would produce, recomputed only when the winner's
 specialisation touched a record of ``Link[v]``; with those rows ``A_Y(X_v)`` (or ``L_Y(X_v)``) is the extreme
 of the specialised rows and of the rows that do not hold v (the other values of v's attribute), so Line 5 never
@@ -43,7 +46,7 @@ import pandas as pd
 
 from ....errors import NotPublishable
 from ...hierarchy import Taxonomy, interval_labels
-from .join import ANONYMITY, Columns, JoinStatistics, dense_codes
+from .join import ANONYMITY, Columns, Joins, dense_codes
 
 INFO = ("class", "distortion", "discernibility")
 
@@ -219,19 +222,22 @@ def _without(table: pd.DataFrame, column: str, kind: str) -> Callable[[int], tup
     return rest
 
 
-def tds4sa(cuts: Sequence[Cut], static: np.ndarray, y: np.ndarray, cls: np.ndarray | None, stats: JoinStatistics,
+def tds4sa(cuts: Sequence[Cut], static: np.ndarray, y: np.ndarray, cls: np.ndarray | None, stats: Joins,
            k: float, info: str, describe: Callable[[pd.Series], str]) -> np.ndarray:
     """Algorithm 1 on T1. Returns the final cut id of every record on every generalisation attribute (n x |X1|).
 
     ``cuts``: Cut_j of each generalisation attribute (records in T1's order); ``static``: each record's code of
     its raw X and raw join values; ``y``: its Y1 value id; ``cls``: its class code (``info == "class"``);
-    ``stats``: the join with the earlier releases and the requirement's kind; ``k``: the threshold of
+    ``stats``: the joins with the earlier releases whose requirement every valid specialisation keeps
+    (``join.Joins``) and the requirement's kind; ``k``: the threshold of
     (X, Y)-anonymity (Def. 3.1; per-value thresholds of linkability live in ``stats``); ``describe``: the
     readable x of an X-tree row, for the refusal. Raises NotPublishable (Corollary 4.2) when the most generalised
     T1 violates the requirement. Deterministic.
 
     Cost: each record is read at most |X1| x h times (§5.3 Analysis (4)), when a winner's Link holds it; each
-    iteration re-scores the candidates whose Link the winner touched from partition counts, and the X-tree.
+    iteration re-scores the candidates whose Link the winner touched from partition counts, each rescoring
+    computing one X-tree per join of ``stats`` (``join.Joins``: one per earlier release, each over the matching
+    partitions of that release), and the extremes over the stacked X-tree rows (O(rows)).
     """
     kind = stats.kind
     n, m = len(static), len(cuts)
