@@ -270,6 +270,25 @@ def discard(
 
 
 @app.command()
+def export(
+    db: DbPath,
+    to: Annotated[Path, typer.Option("--to", help="the folder the Parquet files are written to")],
+    release_ids: Annotated[list[int] | None, typer.Option("--release", help="a published release to export "
+                                                          "(repeat for several; default: every one)")] = None,
+) -> None:
+    """Export published releases as Parquet under TO, partitioned by release (release/, counterfeit/, manifest/
+    with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this package.
+    Exporting a release again replaces its files. Nothing of the private schema is exported."""
+    from .export import export_store
+
+    with refusals(db):
+        written = export_store(db, to, release_ids or None)
+    console.print(f"exported release(s) {', '.join(map(str, written))} of {db} to {to} (release/, counterfeit/, manifest/ by "
+                  "release_id=N, and domain/)" if written else f"{db} has no published release; nothing exported",
+                  highlight=False, soft_wrap=True)
+
+
+@app.command()
 def demo(
     home: Annotated[Path, typer.Option("--home", help="the demo folder (source, release store, Dagster home)")] = Path(
         "demo"),
