@@ -289,6 +289,22 @@ def export(
 
 
 @app.command()
+def report(
+    db: DbPath,
+    release_id: Annotated[int, typer.Option("--release", help="the published release to certify")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="the HTML file to write (replaced if it exists)")],
+) -> None:
+    """Write the release certificate of a published release: one self-contained HTML page (the guarantee in plain
+    words, the parameters, each verifier and attack with its verdict and counts, utility over the history,
+    counterfeits, group sizes), read from the published tables alone; it names nobody."""
+    from .orchestration.certificate import write_certificate
+
+    with refusals(db):
+        path = write_certificate(db, release_id, output)
+    console.print(f"certificate of release {release_id} of {db} written to {path}", highlight=False, soft_wrap=True)
+
+
+@app.command()
 def demo(
     home: Annotated[Path, typer.Option("--home", help="the demo folder (source, release store, Dagster home)")] = Path(
         "demo"),

@@ -395,7 +395,7 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     spec = store.bound_spec(snapshot)
     utility = summarise(release.table, release.counterfeits, spec, snapshot=snapshot)
     checks = {r.name: bool(r.ok) for r in reports}
-    store.publish(release_id, release, checks, utility)
+    store.publish(release_id, release, checks, utility, verdicts(reports))
     delta = release_changes(store, release_id, snapshot)
     return {
         "release_id": release_id,
@@ -407,6 +407,28 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
         "checks": checks,
         "utility": utility,
     }
+
+
+def verdicts(reports: Sequence[Report]) -> pd.DataFrame:
+    """The judge's ``reports`` as ``published.verdict`` keeps them, one row each: ``name``, ``kind`` ("guarantee",
+    "attack", or "expectations" for Great Expectations' suite), ``blocking``, ``passed``, ``violations`` (how many
+    rows its violations frame has: individuals, groups or pairs, as the report counts them) and ``summary``, the
+    report's summary as JSON (counts, bounds, a skipped attack's reason: ``Report.summary`` holds no individual).
+    O(reports)."""
+    return pd.DataFrame({
+        "name": [r.name for r in reports],
+        "kind": [str(r.summary.get("kind", "expectations")) for r in reports],
+        "blocking": [bool(r.summary.get("blocking", True)) for r in reports],
+        "passed": [bool(r.ok) for r in reports],
+        "violations": pd.array([len(r.violations) for r in reports], dtype="int64"),
+        "summary": [json.dumps({k: v for k, v in r.summary.items() if k not in ("kind", "blocking")},
+                               sort_keys=True, default=_scalar) for r in reports],
+    })
+
+
+def _scalar(value: object) -> object:
+    """A numpy scalar of a report's summary as a Python one, for ``json.dumps``; anything else as text."""
+    return value.item() if isinstance(value, np.generic) else str(value)
 
 
 def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
