@@ -102,8 +102,8 @@ def certificate_html(published: PublishedRelease, title: str) -> str:
     return (
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>Release certificate: {escape(heading)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        f"<h1>Release certificate</h1>\n<p class=\"sub\">{escape(heading)} of {len(manifest)} published, "
-        f"{escape(str(row['model']))}, published {created} UTC</p>\n" + "\n".join(sections)
+        f"<h1>Release certificate</h1>\n<p class=\"sub\">{escape(heading)}, {escape(str(row['model']))}, "
+        f"published {created} UTC; its history: releases 1 to {published.release_id}</p>\n" + "\n".join(sections)
         + "\n<footer>Generated from the published tables of the release store alone. It counts rows, groups and "
         "individuals; it names nobody.</footer>\n</body>\n</html>\n"
     )
