@@ -169,6 +169,49 @@ def release(
 
 
 @app.command()
+def preview(
+    spec: SpecPath,
+    db: DbPath,
+    snapshot: Annotated[Path, typer.Option("--snapshot", help="the table's current rows, CSV or Parquet")],
+    attributes: Annotated[
+        str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
+    ] = None,
+) -> None:
+    """Show what releasing SNAPSHOT would publish (its counts, utility and the judge's verdicts) without
+    publishing anything: the release is made on a throw-away copy of the store, and DB is left as it was, so the
+    next release is never blocked by a preview. Exit 0 when the release would be published (or SNAPSHOT holds the
+    rows of the last release: "unchanged"); exit 1 with the reason in one line when it would be refused, as
+    `privrelease release` would. The Great Expectations suite of the Dagster release is not run."""
+    from .pipeline import preview as preview_release
+
+    names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
+    with refusals(db):
+        loaded = load_spec(spec)
+        outcome = preview_release(ReleaseStore(db, loaded), read_snapshot(snapshot, loaded), names)
+    release_id = outcome["release_id"]
+    if outcome["outcome"] == "unchanged":
+        console.print(f"unchanged: {snapshot} holds the rows of release {release_id}, the last one published to "
+                      f"{db}; releasing it would publish nothing", highlight=False, soft_wrap=True)
+        return
+    if outcome["outcome"] == "refused":
+        errors.print(f"[bold red]refused:[/] {outcome['reason']} (preview: nothing was written to {db})",
+                     highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    console.print(f"preview: release {release_id} would be published to {db} (nothing was written)",
+                  highlight=False, soft_wrap=True)
+    table = Table(title=f"release {release_id} (preview)")
+    for column in ("model", "rows (incl. counterfeits)", "groups", "counterfeits", "inserts", "deletes", "updates",
+                   "LM", "NCP", "query error"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    utility = outcome["utility"]
+    table.add_row(outcome["model"], *(str(outcome[k]) for k in ("rows", "groups", "counterfeits", "inserts",
+                                                                  "deletes", "updates")),
+                  *(_number(utility.get(k)) for k in ("lm", "ncp", "query_error")))
+    console.print(table)
+    _reports_table(f"the judge's verdicts on release {release_id}", outcome["reports"])
+
+
+@app.command()
 def record(
     spec: SpecPath,
     db: DbPath,
