@@ -319,15 +319,15 @@ def export(
     release_ids: Annotated[list[int] | None, typer.Option("--release", help="a published release to export "
                                                           "(repeat for several; default: every one)")] = None,
 ) -> None:
-    """Export published releases as Parquet under TO, partitioned by release (release/, counterfeit/, manifest/
-    with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this package.
+    """Export published releases as Parquet under TO, partitioned by release (release/, counterfeit/, manifest/,
+    verdict/ with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this package.
     Exporting a release again replaces its files. Nothing of the private schema is exported."""
     from .export import export_store
 
     with refusals(db):
         written = export_store(db, to, release_ids or None)
-    console.print(f"exported release(s) {', '.join(map(str, written))} of {db} to {to} (release/, counterfeit/, manifest/ by "
-                  "release_id=N, and domain/)" if written else f"{db} has no published release; nothing exported",
+    console.print(f"exported release(s) {', '.join(map(str, written))} of {db} to {to} (release/, counterfeit/, manifest/, "
+                  "verdict/ by release_id=N, and domain/)" if written else f"{db} has no published release; nothing exported",
                   highlight=False, soft_wrap=True)
 
 

@@ -6,12 +6,13 @@
 <to>/release/release_id=<j>/data_0.parquet       published.release rows of release j (counterfeits included)
 <to>/counterfeit/release_id=<j>/data_0.parquet   R(j), the counterfeit counts per group (Xiao-Tao Def. 3)
 <to>/manifest/release_id=<j>/data_0.parquet      release j's manifest row (params, checks, utility as JSON text)
+<to>/verdict/release_id=<j>/data_0.parquet       the judge's verdicts on release j, with their counts
 <to>/domain/data_0.parquet                       published.domain: the leaf order of each categorical attribute
 ```
 
 The layout is hive-style, so DuckDB (``read_parquet('<to>/release/*/*.parquet', hive_partitioning = true)``),
 pandas/pyarrow (``pd.read_parquet('<to>/release')``) and Spark read ``release_id`` back from the folder names.
-A release with no counterfeit still gets its (empty) file, so every release has all three folders. The domain
+A release with no counterfeit still gets its (empty) file, so every release has a folder in each. The domain
 is one file for every release: ranks never move and the domain only grows (``storage.schema``), so the latest
 domain reads every earlier release.
 
@@ -36,7 +37,7 @@ from .storage.connection import open_duckdb, table_exists, unreadable
 from .storage.schema import ids_text, published_ids
 
 #: The published tables exported one folder per release.
-PER_RELEASE = ("release", "counterfeit", "manifest")
+PER_RELEASE = ("release", "counterfeit", "manifest", "verdict")
 
 
 def export_store(db: str | Path, to: str | Path, release_ids: Sequence[int] | None = None) -> list[int]:

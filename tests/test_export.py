@@ -79,7 +79,8 @@ def test_exporting_again_replaces_and_never_duplicates(db, tmp_path):
     export_store(db, to, [2])
     files = sorted(p.relative_to(to).as_posix() for p in to.rglob("*") if p.is_file())
     assert files == sorted(["domain/data_0.parquet", *(f"{t}/release_id={j}/data_0.parquet"
-                                                       for t in ("counterfeit", "manifest", "release") for j in (1, 2, 3))])
+                                                       for t in ("counterfeit", "manifest", "release", "verdict")
+                                                       for j in (1, 2, 3))])
     assert len(exported(to, "release")) == len(published(db, "release"))
     assert not [p for p in to.iterdir() if p.name.startswith(".")]  # no staging folder left behind
 

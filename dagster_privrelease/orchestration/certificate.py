@@ -162,7 +162,8 @@ _CSS = (
 
 
 def _section(title: str, body: str) -> str:
-    return f"<section>\n<h2>{escape(title)}</h2>\n{body}\n</section>"
+    """A section of the page, its anchor the title in lower case with dashes (``#group-sizes``)."""
+    return f'<section id="{title.lower().replace(" ", "-")}">\n<h2>{escape(title)}</h2>\n{body}\n</section>'
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[object]], raw: bool = False) -> str:

@@ -33,6 +33,8 @@ def test_each_published_release_is_exported_and_certified_by_its_run(tmp_path, s
     with duckdb.connect() as con:
         back = con.sql(f"SELECT release_id, count(*) FROM read_parquet('{export}/release/*/*.parquet', "
                        "hive_partitioning = true) GROUP BY ALL ORDER BY 1").fetchall()
+        exported_verdicts = con.sql(f"SELECT name, passed, violations FROM read_parquet('{export}/verdict/*/*.parquet', "
+                                    "hive_partitioning = true) WHERE release_id = 2 ORDER BY name").fetchall()
     assert back == [(1, 60), (2, 54)]
     # the counts the run's checks recorded were kept with the release (published.verdict), expectations included
     with duckdb.connect(str(tmp_path / "releases.duckdb"), read_only=True) as con:
@@ -40,6 +42,7 @@ def test_each_published_release_is_exported_and_certified_by_its_run(tmp_path, s
                            "WHERE release_id = 2").df().set_index("name")
     assert verdicts.loc["k_anonymity", "kind"] == "guarantee" and verdicts.loc["intersection", "kind"] == "attack"
     assert verdicts.loc["great_expectations", "passed"]
+    assert exported_verdicts == [(n, bool(v.passed), int(v.violations)) for n, v in verdicts.sort_index().iterrows()]
     attacks = _check(second, "attacks")
     assert json.loads(verdicts.loc["intersection", "summary"])["attacked"] == attacks["intersection/summary/attacked"]
     assert verdicts.loc["intersection", "violations"] == attacks["intersection/violations"] > 0
