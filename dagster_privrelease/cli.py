@@ -315,20 +315,34 @@ def discard(
 @app.command()
 def export(
     db: DbPath,
-    to: Annotated[Path, typer.Option("--to", help="the folder the Parquet files are written to")],
+    to: Annotated[Path | None, typer.Option("--to", help="the folder the Parquet files are written to")] = None,
     release_ids: Annotated[list[int] | None, typer.Option("--release", help="a published release to export "
                                                           "(repeat for several; default: every one)")] = None,
+    postgres: Annotated[str | None, typer.Option(
+        "--postgres", envvar="PRIVRELEASE_POSTGRES", show_default=False,
+        help="also export into this PostgreSQL database (a postgresql:// URI; better given in the environment "
+             "variable, so the password is not on the command line)")] = None,
+    schema: Annotated[str, typer.Option("--schema", help="the PostgreSQL schema exported to")] = "privrelease",
 ) -> None:
     """Export published releases as Parquet under TO, partitioned by release (release/, counterfeit/, manifest/,
-    verdict/ with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this package.
-    Exporting a release again replaces its files. Nothing of the private schema is exported."""
-    from .export import export_store
+    verdict/ with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this
+    package; and/or into a PostgreSQL schema (--postgres). Exporting a release again replaces it. Nothing of the
+    private schema is exported."""
+    from .export import export_postgres, export_store
 
+    if to is None and postgres is None:
+        raise typer.BadParameter("name where to export: --to DIR, --postgres URI, or both", param_hint="--to")
     with refusals(db):
-        written = export_store(db, to, release_ids or None)
-    console.print(f"exported release(s) {', '.join(map(str, written))} of {db} to {to} (release/, counterfeit/, manifest/, "
-                  "verdict/ by release_id=N, and domain/)" if written else f"{db} has no published release; nothing exported",
-                  highlight=False, soft_wrap=True)
+        written = export_store(db, to, release_ids or None) if to is not None else None
+        copied = export_postgres(db, postgres, schema, release_ids or None) if postgres is not None else None
+    if written is not None:
+        console.print(f"exported release(s) {', '.join(map(str, written))} of {db} to {to} (release/, counterfeit/, "
+                      "manifest/, verdict/ by release_id=N, and domain/)" if written else
+                      f"{db} has no published release; nothing exported", highlight=False, soft_wrap=True)
+    if copied is not None:
+        console.print(f"exported release(s) {', '.join(map(str, copied)) or 'none'} of {db} to PostgreSQL schema "
+                      f"{schema} (tables release, counterfeit, manifest, verdict, domain)", highlight=False,
+                      soft_wrap=True)
 
 
 @app.command()

@@ -16,6 +16,8 @@ A release with no counterfeit still gets its (empty) file, so every release has 
 is one file for every release: ranks never move and the domain only grows (``storage.schema``), so the latest
 domain reads every earlier release.
 
+``export_postgres`` writes the same tables into a PostgreSQL schema instead (ADBC, the ``postgres`` extra).
+
 Idempotent: each table is written by DuckDB's ``COPY ... (FORMAT parquet, PARTITION_BY (release_id))`` into a
 staging folder under ``to``, then each release's folder replaces the one there (a rename per folder), so
 exporting a release again replaces its files, never adds to them. Cost: one scan of each published table for
@@ -33,7 +35,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import StoreError
-from .storage.connection import open_duckdb, table_exists, unreadable
+from .storage.connection import open_duckdb, quote, table_exists, unreadable
 from .storage.schema import ids_text, published_ids
 
 #: The published tables exported one folder per release.
@@ -101,6 +103,60 @@ def _write(con: duckdb.DuckDBPyConnection, target: Path, wanted: list[int]) -> N
             for j in wanted:
                 _replace(staging / table / f"release_id={j}", target / table / f"release_id={j}")
         _replace(staging / "domain", target / "domain")
+
+
+def export_postgres(db: str | Path, uri: str, schema: str, release_ids: Sequence[int] | None = None) -> list[int]:
+    """Write the published releases ``release_ids`` (None: every one) of the store at ``db`` into the PostgreSQL
+    schema ``schema`` (created if missing) of the database at ``uri``: tables ``release``, ``counterfeit``,
+    ``manifest``, ``verdict`` with their ``release_id`` column, and ``domain``, as in ``published``, the lists of
+    the manifest's ``attributes`` as text arrays. Return the ids written, ascending.
+
+    Read column-wise from DuckDB into Arrow and written by ADBC's PostgreSQL driver (``adbc_ingest``: COPY, never
+    row by row), in one transaction: the rows of those releases (and the domain) are deleted, then written, so
+    exporting again replaces them, never duplicates them, and a failure leaves the schema as it was.
+
+    Raises:
+        StoreError: a release asked for is not published; or PostgreSQL refused (naming the schema and the
+            driver's error class, never its text nor ``uri``, which may hold a password).
+    """
+    from adbc_driver_postgresql import dbapi  # the postgres extra
+
+    con = open_duckdb(Path(db), read_only=True)
+    try:
+        if not table_exists(con, "published", "manifest"):
+            raise StoreError(f"{db}: not a release store (no published.manifest table)")
+        published = published_ids(con)
+        wanted = sorted(set(published if release_ids is None else release_ids))
+        missing = [j for j in wanted if j not in published]
+        if missing:
+            raise StoreError(f"release(s) {missing} are not published, so not exported (published: "
+                             f"{ids_text(published)})")
+        ids = ", ".join(str(int(j)) for j in wanted) or "NULL"
+        tables = {t: con.sql(f"SELECT * FROM published.{t} WHERE release_id IN ({ids})").to_arrow_table()
+                  for t in PER_RELEASE}
+        tables["domain"] = con.sql("SELECT * FROM published.domain ORDER BY attribute, rank").to_arrow_table()
+    except duckdb.Error as exc:
+        raise StoreError(unreadable(db, "release store", exc)) from exc
+    finally:
+        con.close()
+    name = quote(schema)
+    try:
+        with dbapi.connect(uri) as pg, pg.cursor() as cur:
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+            for table, rows in tables.items():
+                cur.execute(f"SELECT to_regclass('{name}.{quote(table)}') IS NOT NULL")
+                exists = cur.fetchone()
+                if exists and exists[0]:
+                    where = "" if table == "domain" else f" WHERE release_id IN ({ids})"
+                    cur.execute(f"DELETE FROM {name}.{quote(table)}{where}")
+                if rows.num_rows or not (exists and exists[0]):
+                    cur.adbc_ingest(table, rows, mode="create_append", db_schema_name=schema)
+            pg.commit()
+    except dbapi.Error as exc:
+        raise StoreError(f"PostgreSQL schema {schema!r}: the export was refused ({type(exc).__name__}: a bad "
+                         "connection, a missing permission, or a table of that name with other columns); nothing "
+                         "was written") from None
+    return wanted
 
 
 def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Path, partitioned: bool = False) -> None:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
 from dagster_privrelease import cli
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.errors import StoreError
-from dagster_privrelease.export import export_store
+from dagster_privrelease.export import export_postgres, export_store
 from dagster_privrelease.storage import ReleaseStore
 from tests.storage.conftest import SPEC, publish, snapshot
 
@@ -131,3 +133,46 @@ def test_the_command_exports_and_refuses_in_one_line(db, tmp_path):
     assert refused.exit_code == 1
     assert refused.output.strip().splitlines() == [
         "error: release(s) [9] are not published, so not exported (published: 1..3)"]
+
+
+def rows_of(table: pa.Table) -> list[list[tuple[str, str]]]:
+    """An Arrow table's rows as sorted lists of (column, value as text), in a canonical order."""
+    return sorted(sorted((k, str(v)) for k, v in row.items()) for row in table.to_pylist())
+
+
+@pytest.fixture
+def postgres_uri(request) -> str:
+    """The session's PostgreSQL server, from the fixture the PostgreSQL tests provide (``postgres_dsn`` or
+    ``postgres_server``); the test is skipped, saying so, in a checkout without one."""
+    for name in ("postgres_dsn", "postgres_server"):
+        try:
+            return request.getfixturevalue(name)
+        except pytest.FixtureLookupError:
+            continue
+    pytest.skip("no PostgreSQL server fixture (postgres_dsn / postgres_server of tests/conftest.py) here")
+
+
+def test_the_postgres_export_reads_back_as_the_published_tables_and_replaces_on_repeat(db, postgres_uri):
+    from adbc_driver_postgresql import dbapi
+
+    schema = f"export_{uuid.uuid4().hex[:8]}"
+    assert export_postgres(db, postgres_uri, schema, [2]) == [2]
+    assert export_postgres(db, postgres_uri, schema) == [1, 2, 3]
+    export_postgres(db, postgres_uri, schema, [2])
+    with dbapi.connect(postgres_uri) as pg, pg.cursor() as cur:
+        for table in ("release", "counterfeit", "manifest", "domain"):
+            cur.execute(f"SELECT * FROM {schema}.{table}")
+            back = rows_of(cur.fetch_arrow_table())
+            with duckdb.connect(str(db), read_only=True) as con:
+                stored = rows_of(con.sql(f"SELECT * FROM published.{table}").to_arrow_table())
+            assert back == stored and len(stored) > 0, table
+    done = CliRunner().invoke(cli.app, ["export", "--db", str(db), "--release", "3", "--schema", schema],
+                              env={"PRIVRELEASE_POSTGRES": postgres_uri})
+    assert done.exit_code == 0 and f"exported release(s) 3 of {db} to PostgreSQL schema {schema}" in done.output
+    with dbapi.connect(postgres_uri) as pg, pg.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {schema}.release")
+        assert cur.fetchone() == (len(published(db, "release")),)  # release 3 replaced, not added again
+        cur.execute(f"DROP SCHEMA {schema} CASCADE")
+        pg.commit()
+    with pytest.raises(StoreError, match=r"^PostgreSQL schema 'x': the export was refused \(\w+"):
+        export_postgres(db, "postgresql://nobody:wrong@127.0.0.1:1/none", "x")
