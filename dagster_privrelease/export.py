@@ -116,10 +116,14 @@ def export_postgres(db: str | Path, uri: str, schema: str, release_ids: Sequence
     exporting again replaces them, never duplicates them, and a failure leaves the schema as it was.
 
     Raises:
-        StoreError: a release asked for is not published; or PostgreSQL refused (naming the schema and the
+        StoreError: the driver is not installed; a release asked for is not published; or PostgreSQL refused (naming the schema and the
             driver's error class, never its text nor ``uri``, which may hold a password).
     """
-    from adbc_driver_postgresql import dbapi  # the postgres extra
+    try:
+        from adbc_driver_postgresql import dbapi  # the postgres extra
+    except ImportError as exc:
+        raise StoreError("the PostgreSQL export needs ADBC's PostgreSQL driver: install the postgres extra "
+                         "(pip install 'dagster-privrelease[postgres]')") from exc
 
     con = open_duckdb(Path(db), read_only=True)
     try:
