@@ -169,6 +169,49 @@ def release(
 
 
 @app.command()
+def preview(
+    spec: SpecPath,
+    db: DbPath,
+    snapshot: Annotated[Path, typer.Option("--snapshot", help="the table's current rows, CSV or Parquet")],
+    attributes: Annotated[
+        str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
+    ] = None,
+) -> None:
+    """Show what releasing SNAPSHOT would publish (its counts, utility and the judge's verdicts) without
+    publishing anything: the release is made on a throw-away copy of the store, and DB is left as it was, so the
+    next release is never blocked by a preview. Exit 0 when the release would be published (or SNAPSHOT holds the
+    rows of the last release: "unchanged"); exit 1 with the reason in one line when it would be refused, as
+    `privrelease release` would. The Great Expectations suite of the Dagster release is not run."""
+    from .pipeline import preview as preview_release
+
+    names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
+    with refusals(db):
+        loaded = load_spec(spec)
+        outcome = preview_release(ReleaseStore(db, loaded), read_snapshot(snapshot, loaded), names)
+    release_id = outcome["release_id"]
+    if outcome["outcome"] == "unchanged":
+        console.print(f"unchanged: {snapshot} holds the rows of release {release_id}, the last one published to "
+                      f"{db}; releasing it would publish nothing", highlight=False, soft_wrap=True)
+        return
+    if outcome["outcome"] == "refused":
+        errors.print(f"[bold red]refused:[/] {outcome['reason']} (preview: nothing was written to {db})",
+                     highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    console.print(f"preview: release {release_id} would be published to {db} (nothing was written)",
+                  highlight=False, soft_wrap=True)
+    table = Table(title=f"release {release_id} (preview)")
+    for column in ("model", "rows (incl. counterfeits)", "groups", "counterfeits", "inserts", "deletes", "updates",
+                   "LM", "NCP", "query error"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    utility = outcome["utility"]
+    table.add_row(outcome["model"], *(str(outcome[k]) for k in ("rows", "groups", "counterfeits", "inserts",
+                                                                  "deletes", "updates")),
+                  *(_number(utility.get(k)) for k in ("lm", "ncp", "query_error")))
+    console.print(table)
+    _reports_table(f"the judge's verdicts on release {release_id}", outcome["reports"])
+
+
+@app.command()
 def record(
     spec: SpecPath,
     db: DbPath,
@@ -284,6 +327,55 @@ def change_feed(
     with refusals():
         position = PostgresTableSource(dsn=dsn, table=table, feed_schema=feed_schema).install_change_feed()
     console.print(f"the change feed of {table} is in place (schema {feed_schema}); its position is {position}")
+
+
+@app.command()
+def export(
+    db: DbPath,
+    to: Annotated[Path | None, typer.Option("--to", help="the folder the Parquet files are written to")] = None,
+    release_ids: Annotated[list[int] | None, typer.Option("--release", help="a published release to export "
+                                                          "(repeat for several; default: every one)")] = None,
+    postgres: Annotated[str | None, typer.Option(
+        "--postgres", envvar="PRIVRELEASE_POSTGRES", show_default=False,
+        help="also export into this PostgreSQL database (a postgresql:// URI; better given in the environment "
+             "variable, so the password is not on the command line)")] = None,
+    schema: Annotated[str, typer.Option("--schema", help="the PostgreSQL schema exported to")] = "privrelease",
+) -> None:
+    """Export published releases as Parquet under TO, partitioned by release (release/, counterfeit/, manifest/,
+    verdict/ with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this
+    package; and/or into a PostgreSQL schema (--postgres). Exporting a release again replaces it. Nothing of the
+    private schema is exported."""
+    from .export import export_postgres, export_store
+
+    if to is None and postgres is None:
+        raise typer.BadParameter("name where to export: --to DIR, --postgres URI, or both", param_hint="--to")
+    with refusals(db):
+        written = export_store(db, to, release_ids or None) if to is not None else None
+        copied = export_postgres(db, postgres, schema, release_ids or None) if postgres is not None else None
+    if written is not None:
+        console.print(f"exported release(s) {', '.join(map(str, written))} of {db} to {to} (release/, counterfeit/, "
+                      "manifest/, verdict/ by release_id=N, and domain/)" if written else
+                      f"{db} has no published release; nothing exported", highlight=False, soft_wrap=True)
+    if copied is not None:
+        console.print(f"exported release(s) {', '.join(map(str, copied)) or 'none'} of {db} to PostgreSQL schema "
+                      f"{schema} (tables release, counterfeit, manifest, verdict, domain)", highlight=False,
+                      soft_wrap=True)
+
+
+@app.command()
+def report(
+    db: DbPath,
+    release_id: Annotated[int, typer.Option("--release", help="the published release to certify")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="the HTML file to write (replaced if it exists)")],
+) -> None:
+    """Write the release certificate of a published release: one self-contained HTML page (the guarantee in plain
+    words, the parameters, each verifier and attack with its verdict and counts, utility over the history,
+    counterfeits, group sizes), read from the published tables alone; it names nobody."""
+    from .orchestration.certificate import write_certificate
+
+    with refusals(db):
+        path = write_certificate(db, release_id, output)
+    console.print(f"certificate of release {release_id} of {db} written to {path}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from .core.models.recorded import RECORDED
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
 from .core.stream import changes
-from .errors import NotPublishable, SnapshotError, SpecError, StoreError
+from .errors import NotPublishable, PrivReleaseError, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
 
 
@@ -379,6 +380,12 @@ def blocking_failures(reports: Sequence[Report]) -> list[Report]:
     return [r for r in reports if not r.ok and r.summary.get("blocking", True)]
 
 
+def refusal(release_id: int, failed: Sequence[Report]) -> str:
+    """Why release ``release_id`` is not published: each ``failed`` blocking report, its violation count and the
+    release and group of its first violation, never an individual (``_failure``)."""
+    return f"release {release_id} is not published: " + "; ".join(map(_failure, failed))
+
+
 def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> dict:
     """Publish the staged candidate of ``release_id`` with its checks and utility; return its summary.
 
@@ -389,13 +396,13 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     """
     failed = blocking_failures(reports)
     if failed:
-        raise NotPublishable(f"release {release_id} is not published: " + "; ".join(map(_failure, failed)))
+        raise NotPublishable(refusal(release_id, failed))
     release = store.candidate(release_id)
     snapshot = store.snapshot(release_id)
     spec = store.bound_spec(snapshot)
     utility = summarise(release.table, release.counterfeits, spec, snapshot=snapshot)
     checks = {r.name: bool(r.ok) for r in reports}
-    store.publish(release_id, release, checks, utility)
+    store.publish(release_id, release, checks, utility, verdicts(reports))
     delta = release_changes(store, release_id, snapshot)
     return {
         "release_id": release_id,
@@ -407,6 +414,28 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
         "checks": checks,
         "utility": utility,
     }
+
+
+def verdicts(reports: Sequence[Report]) -> pd.DataFrame:
+    """The judge's ``reports`` as ``published.verdict`` keeps them, one row each: ``name``, ``kind`` ("guarantee",
+    "attack", or "expectations" for Great Expectations' suite), ``blocking``, ``passed``, ``violations`` (how many
+    rows its violations frame has: individuals, groups or pairs, as the report counts them) and ``summary``, the
+    report's summary as JSON (counts, bounds, a skipped attack's reason: ``Report.summary`` holds no individual).
+    O(reports)."""
+    return pd.DataFrame({
+        "name": [r.name for r in reports],
+        "kind": [str(r.summary.get("kind", "expectations")) for r in reports],
+        "blocking": [bool(r.summary.get("blocking", True)) for r in reports],
+        "passed": [bool(r.ok) for r in reports],
+        "violations": pd.array([len(r.violations) for r in reports], dtype="int64"),
+        "summary": [json.dumps({k: v for k, v in r.summary.items() if k not in ("kind", "blocking")},
+                               sort_keys=True, default=_scalar) for r in reports],
+    })
+
+
+def _scalar(value: object) -> object:
+    """A numpy scalar of a report's summary as a Python one, for ``json.dumps``; anything else as text."""
+    return value.item() if isinstance(value, np.generic) else str(value)
 
 
 def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
@@ -457,6 +486,77 @@ def release_next(
         make_candidate(store, release_id, attributes)
         reports = judge(store, release_id)
         return {**publish(store, release_id, reports), "outcome": "published"}
+
+
+def preview(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | None = None) -> dict:
+    """What publishing ``df`` as the next release would publish, without publishing it or touching the store.
+
+    The release is made as ``release_next`` makes it (stage, the model's stages, the candidate, the judge: the
+    verifiers and the attacks), on a copy of the store in a temporary folder (``StoreConnection.copy_to``), which
+    is then deleted: the store's published and staged sides stay as they were, byte for byte, so nothing a
+    preview does can block the next release. A store file that does not exist is not created (the preview runs on
+    a new store in the temporary folder). The outcome:
+
+    - ``outcome`` "unchanged": ``df`` holds the rows of the last published release (``unchanged``), with
+      ``release_id`` that release;
+    - "publishable": with ``release_id``, ``model``, ``rows`` (counterfeits included), ``groups``, ``counterfeits``,
+      ``inserts``, ``deletes``, ``updates``, ``held_back`` (``release_changes``), ``utility``
+      (``core.judge.utility.summarise``, as ``publish`` computes it) and ``reports`` (the judge's);
+    - "refused": ``reason``, the message ``release_next`` would raise (NotPublishable: the model's own refusal,
+      which says what would make the snapshot publishable, or the failed blocking reports, by count, release and
+      group, never an individual), with ``reports`` when the judge ran (empty when the model refused).
+
+    The Great Expectations suite of the Dagster release (schema and values of the candidate) is not run.
+
+    Raises:
+        SnapshotError, SpecError, StoreError: as ``release_next`` does, for rows, attributes or a spec it refuses
+            before making the release, naming the store (never its temporary copy); nothing is written then either.
+
+    Cost: a copy of the store's file, then what ``release_next`` costs without the publication.
+    """
+    exists = store.path.exists()
+    if exists:
+        with store.session():
+            last = unchanged(store, df, attributes)
+            if last is not None:
+                return {"release_id": last, "outcome": "unchanged"}
+    with tempfile.TemporaryDirectory(prefix="privrelease-preview-") as folder:
+        path = Path(folder) / store.path.name
+        trial = ReleaseStore(store.copy_to(path) if exists else path, store.spec)
+        try:
+            with trial.session():
+                return _trial(trial, df, attributes)
+        except PrivReleaseError as exc:  # the store named as the user knows it, not as its temporary copy
+            raise type(exc)(str(exc).replace(str(path), str(store.path))) from exc
+
+
+def _trial(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | None) -> dict:
+    """``preview``'s release made on ``store``, a copy thrown away afterwards."""
+    release_id = next_release_id(store)
+    snapshot = stage(store, release_id, df)
+    try:
+        for step in models.descriptor(store.spec.model.name).stages:
+            prepare(store, release_id, step.name)
+        release = make_candidate(store, release_id, attributes)
+    except NotPublishable as exc:
+        return {"release_id": release_id, "outcome": "refused", "reason": str(exc), "reports": []}
+    reports = judge(store, release_id)
+    failed = blocking_failures(reports)
+    if failed:
+        return {"release_id": release_id, "outcome": "refused", "reason": refusal(release_id, failed),
+                "reports": reports}
+    spec = store.bound_spec(snapshot)
+    return {
+        "release_id": release_id,
+        "outcome": "publishable",
+        "model": release.model,
+        "rows": len(release.table),
+        "groups": release.groups,
+        "counterfeits": release.counterfeit_count,
+        **release_changes(store, release_id, snapshot),
+        "utility": summarise(release.table, release.counterfeits, spec, snapshot=snapshot),
+        "reports": reports,
+    }
 
 
 #: The columns of a violations frame that may leave the ``private`` schema: pointers to a release and a group

@@ -28,8 +28,10 @@ from ..core.spec import Spec, validate_snapshot
 from ..errors import NotPublishable, StoreError
 from ..storage import ReleaseStore, frame_digest
 from . import report
+from .certificate import write_certificate
 from .checks import CHECKS
 from .expectations import validate_release
+from .export import certificate_path, export_asset
 from .partitions import step
 from .sensors import ATTRIBUTES_TAG
 from .translator import ReleaseTable
@@ -39,12 +41,15 @@ KINDS = {"duckdb", "python"}
 
 
 def release_assets(table: ReleaseTable, stages: Sequence[Stage]) -> list[dg.AssetsDefinition]:
-    """``table``'s assets in run order: the snapshot, one asset per model stage, the candidate, the publication."""
+    """``table``'s assets in run order: the snapshot, one asset per model stage, the candidate, the publication,
+    and, when the table exports (``ReleaseTable.export``), the export (``export.export_asset``)."""
     assets = [snapshot_asset(table)]
     for stage in stages:
         assets.append(stage_asset(table, stage, assets[-1].key))
     candidate = candidate_asset(table, [a.key for a in assets])
-    return [*assets, candidate, published_asset(table, candidate.key)]
+    published = published_asset(table, candidate.key)
+    exported = [export_asset(table, published.key, table.export)] if table.export is not None else []
+    return [*assets, candidate, published, *exported]
 
 
 def _asset(table: ReleaseTable, step: str, description: str, deps: Sequence[dg.AssetKey] = (), source=False,
@@ -147,7 +152,8 @@ def candidate_asset(table: ReleaseTable, deps: Sequence[dg.AssetKey]) -> dg.Asse
 def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDefinition:
     """``published_release``: the candidate published in one transaction (``pipeline.publish``) when every blocking
     report holds, as this run's checks recorded them (``verdicts_of_run``) or judged again; ``Failure`` naming
-    the failed checks otherwise."""
+    the failed checks otherwise. When the table exports, the release's certificate is written under the export
+    folder and linked from the metadata (``certificate``, a path)."""
 
     @_asset(table, "published_release", "The release as published: written in one transaction once every "
             "blocking check holds.", deps=[candidate])
@@ -163,7 +169,11 @@ def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDef
                 raise dg.Failure(description=f"{table.name} release {part.key}: {exc}", metadata=failed,
                                  allow_retries=False) from exc
             manifest = store.manifest()
-        return dg.MaterializeResult(metadata=report.release_metadata(outcome, reports, manifest))
+            certificate = {}
+            if table.export is not None:
+                path = write_certificate(store.path, part.release_id, certificate_path(table.export, part.release_id))
+                certificate = {"certificate": dg.MetadataValue.path(str(path))}
+        return dg.MaterializeResult(metadata={**report.release_metadata(outcome, reports, manifest), **certificate})
 
     return published_release
 
@@ -178,8 +188,10 @@ def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> l
     """The judge's reports as this run's three checks of ``candidate`` recorded them, or None when the run did
     not evaluate all three (publication in a run of its own: the caller judges again).
 
-    Each check's metadata carries ``<report>/ok`` and ``<report>/summary/blocking`` per report, or
-    ``<report>/skipped`` with the reason (``checks.result``);
+    Each check's metadata carries ``<report>/ok``, ``<report>/violations`` (a count) and ``<report>/summary/<key>``
+    (its numeric summary, ``blocking`` among them) per report, or ``<report>/skipped`` with the reason
+    (``checks.result``); each report gets them back, its kind from its check, its violations as a frame of as many
+    rows without columns (what ``pipeline.verdicts`` keeps);
     the candidate cannot change between the checks and this step, since a table's steps run one at a time.
     """
     records = context.instance.get_records_for_run(
@@ -193,13 +205,20 @@ def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> l
     reports = []
     for evaluation in evaluations:
         meta = {k: v.value for k, v in evaluation.metadata.items()}
+        kind = {"guarantee": {"kind": "guarantee"}, "attacks": {"kind": "attack"}}.get(evaluation.check_name, {})
         for key, value in meta.items():
             if key.endswith("/ok"):
                 name = key[: -len("/ok")]
-                blocking = meta.get(f"{name}/summary/blocking", 1)
-                reports.append(Report(name, bool(value), summary={"blocking": bool(blocking)}))
+                prefix = f"{name}/summary/"
+                summary = {k.removeprefix(prefix): v for k, v in meta.items() if k.startswith(prefix)}
+                summary.update(kind, blocking=bool(summary.get("blocking", 1)))
+                # the check keeps the violations' count, not the frame: a frame of as many rows, with no column
+                count = meta.get(f"{name}/violations", 0)
+                count = count if isinstance(count, int) else 0
+                reports.append(Report(name, bool(value), pd.DataFrame(index=range(count)), summary))
             elif key.endswith("/skipped"):
-                reports.append(Report(key[: -len("/skipped")], True, summary={"skipped": value, "blocking": False}))
+                reports.append(Report(key[: -len("/skipped")], True,
+                                      summary={"skipped": value, "blocking": False, **kind}))
     return reports
 
 

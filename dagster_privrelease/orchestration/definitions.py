@@ -44,6 +44,7 @@ def release_definitions(
     source: Source,
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
+    export: str | Path | None = None,
 ) -> dg.Definitions:
     """Everything Dagster needs to release one protected table: its assets, checks, job and sensors.
 
@@ -55,6 +56,9 @@ def release_definitions(
             ``FrameSource``, or a kind of your own); the source sensor watches it, the snapshot reads it.
         requests: optional folder of release-request YAML files the request sensor turns into releases.
         translator: the names of the assets, group and pool (``ReleaseTranslator``, the default when None).
+        export: optional folder each published release is exported to as Parquet (the asset
+            ``exported_release``, ``orchestration.export``), with its certificate (linked from the published
+            release's metadata); None exports nothing.
 
     Returns:
         The ``Definitions`` of a code location (several tables: ``dg.Definitions.merge``).
@@ -71,7 +75,7 @@ def release_definitions(
                                    DuckDBTableSource(database="source.duckdb", table="patients"))
         ```
     """
-    return _definitions(load_spec(spec_path), spec_path, db_path, source, requests, translator)
+    return _definitions(load_spec(spec_path), spec_path, db_path, source, requests, translator, export)
 
 
 def _definitions(
@@ -81,9 +85,10 @@ def _definitions(
     source: Source,
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
+    export: str | Path | None = None,
 ) -> dg.Definitions:
     """``release_definitions`` for ``spec``, the spec at ``spec_path`` as already parsed."""
-    table = ReleaseTable(spec.name, translator or ReleaseTranslator())
+    table = ReleaseTable(spec.name, translator or ReleaseTranslator(), None if export is None else Path(export))
     assets = release_assets(table, models.descriptor(spec.model.name).stages)
     checks = candidate_checks(table, table.asset_key("release_candidate"))
     job = dg.define_asset_job(

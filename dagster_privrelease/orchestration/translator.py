@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import dagster as dg
 
@@ -35,10 +36,14 @@ class ReleaseTranslator:
 @dataclass(frozen=True)
 class ReleaseTable:
     """One protected table as its definitions see it: its name (the spec's ``name``), its dynamic partitions
-    ``<table>_releases``, its resource keys ``<table>_store`` and ``<table>_source``, and its translator."""
+    ``<table>_releases``, its resource keys ``<table>_store`` and ``<table>_source``, its translator, and the
+    folder it exports to (if any)."""
 
     name: str
     translator: ReleaseTranslator
+    #: The folder published releases are exported to, with their certificates (``orchestration.export``); None:
+    #: no export.
+    export: Path | None = None
 
     @property
     def partitions_name(self) -> str:

@@ -24,12 +24,12 @@ and ``read`` (previous release, history, manifest). ``ReleaseStore`` is the read
 from __future__ import annotations
 
 from .connection import open_duckdb, quote, unreadable
-from .read import StoreReader, read_manifest
+from .read import PublishedRelease, StoreReader, read_manifest, read_published
 from .schema import sql_type
 from .write import StoreWriter, frame_digest, release_digest
 
-__all__ = ["ReleaseStore", "frame_digest", "open_duckdb", "quote", "read_manifest", "release_digest", "sql_type",
-           "unreadable"]
+__all__ = ["PublishedRelease", "ReleaseStore", "frame_digest", "open_duckdb", "quote", "read_manifest",
+           "read_published", "release_digest", "sql_type", "unreadable"]
 
 
 class ReleaseStore(StoreReader, StoreWriter):

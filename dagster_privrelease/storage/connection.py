@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import threading
 import time
 from collections.abc import Hashable, Iterator
@@ -230,6 +231,21 @@ class StoreConnection:
                     checkpoint(con, restore)
             finally:
                 con.close()
+
+    def copy_to(self, target: str | Path) -> Path:
+        """Copy the store's file, as committed, to ``target`` (replaced if it exists); return ``target``. The copy
+        is made holding the store's connection (so no other process writes meanwhile), after a checkpoint;
+        DuckDB's log (``<file>.wal``), when a checkpoint left one, is copied along and replayed when the copy is
+        opened. Cost: the checkpoint, and the size of the file copied."""
+        target = Path(target)
+        with self.connect() as con:
+            with contextlib.suppress(duckdb.Error):  # refused while another connection is in a transaction
+                con.execute("CHECKPOINT")
+            shutil.copyfile(self.path, target)
+            log = self.path.with_name(self.path.name + ".wal")
+            if log.exists():
+                shutil.copyfile(log, target.with_name(target.name + ".wal"))
+        return target
 
     @contextmanager
     def session(self) -> Iterator[Self]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,55 @@ def read_manifest(path: str | Path) -> pd.DataFrame:
         return _manifest(con)
     finally:
         con.close()
+
+
+@dataclass(frozen=True)
+class PublishedRelease:
+    """What ``published`` says of one release (``read_published``): all a reader outside the publisher has.
+
+    manifest:     ``published.manifest`` of releases 1..release_id (``read_manifest``'s columns), the history.
+    verdicts:     the judge's verdicts on the release (``published.verdict``: name, kind, blocking, passed,
+                  violations, summary as a mapping); empty for a release published before verdicts were kept.
+    counterfeits: R(j): ``group_id, count`` per group with counterfeits (Xiao-Tao Def. 3).
+    group_sizes:  ``size, groups``: how many groups have each number of published rows (counterfeits included, as
+                  a reader counts them); a group is a ``group_id`` with its generalised values, so the rows of a
+                  release without groups (``group_id`` null) group by their generalised values.
+    """
+
+    release_id: int
+    manifest: pd.DataFrame
+    verdicts: pd.DataFrame
+    counterfeits: pd.DataFrame
+    group_sizes: pd.DataFrame
+
+
+def read_published(path: str | Path, release_id: int) -> PublishedRelease:
+    """``PublishedRelease`` of release ``release_id`` of the store at ``path``, read from ``published`` only
+    (read-only). StoreError when there is no store at ``path`` or the release is not published (naming the
+    published ids). Cost: the manifest, and one aggregate over the release's rows."""
+    con = open_duckdb(Path(path), read_only=True)
+    try:
+        if not table_exists(con, "published", "manifest"):
+            raise StoreError(f"{path}: not a release store (no published.manifest table)")
+        manifest = _manifest(con)
+        published = [int(j) for j in manifest["release_id"]]
+        if release_id not in published:
+            raise StoreError(f"release {release_id} is not published in {path} (published: {ids_text(published)})")
+        attributes = manifest.set_index("release_id").loc[release_id, "attributes"]
+        verdicts = pd.DataFrame(columns=["name", "kind", "blocking", "passed", "violations", "summary"])
+        if table_exists(con, "published", "verdict"):
+            verdicts = query_frame(con, "SELECT * EXCLUDE (release_id) FROM published.verdict WHERE release_id = ?",
+                                   [release_id])
+            verdicts["summary"] = verdicts["summary"].map(json.loads)
+        by = ", ".join(["group_id", *(quote(a) for a in attributes)])
+        sizes = query_frame(con, (
+            f"SELECT size, count(*) AS groups FROM (SELECT count(*) AS size FROM published.release "
+            f"WHERE release_id = ? GROUP BY {by}) GROUP BY size ORDER BY size"), [release_id])
+        counterfeits = release_rows(con, "published.counterfeit", release_id)
+    finally:
+        con.close()
+    return PublishedRelease(release_id, manifest[manifest["release_id"] <= release_id].reset_index(drop=True),
+                            verdicts, counterfeits, sizes)
 
 
 class StoreReader(StoreSchema):

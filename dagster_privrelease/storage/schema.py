@@ -45,6 +45,10 @@ _FIXED_DDL = (
     '"count" BIGINT NOT NULL)',
     'CREATE TABLE IF NOT EXISTS published.domain (attribute VARCHAR NOT NULL, "value" VARCHAR NOT NULL, '
     '"rank" BIGINT NOT NULL, PRIMARY KEY (attribute, "value"))',
+    # the judge's verdicts on each published release: counts, never an individual (``pipeline.verdicts``)
+    'CREATE TABLE IF NOT EXISTS published.verdict (release_id BIGINT NOT NULL, "name" VARCHAR NOT NULL, '
+    '"kind" VARCHAR NOT NULL, blocking BOOLEAN NOT NULL, passed BOOLEAN NOT NULL, violations BIGINT NOT NULL, '
+    'summary VARCHAR NOT NULL)',
     'CREATE TABLE IF NOT EXISTS published.manifest (release_id BIGINT PRIMARY KEY, model VARCHAR NOT NULL, '
     'params VARCHAR NOT NULL, attributes VARCHAR[] NOT NULL, created_at TIMESTAMP NOT NULL, "rows" BIGINT NOT NULL, '
     '"groups" BIGINT NOT NULL, counterfeits BIGINT NOT NULL, checks VARCHAR NOT NULL, utility VARCHAR NOT NULL)',

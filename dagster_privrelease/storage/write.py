@@ -255,9 +255,11 @@ class StoreWriter(StoreSchema):
             _insert(con, "private.candidate_meta", meta)
             _write_states(con, "candidate_state_", release_id, release.state)
 
-    def publish(self, release_id: int, release: Release, checks: dict[str, bool], utility: dict[str, float]) -> None:
+    def publish(self, release_id: int, release: Release, checks: dict[str, bool], utility: dict[str, float],
+                verdicts: pd.DataFrame | None = None) -> None:
         """Publish ``release`` as release ``release_id`` in one transaction: published.release, .counterfeit,
-        .domain, .manifest, private.hosting, the model state and the content digest.
+        .domain, .manifest, .verdict (``verdicts``: the judge's counts, ``pipeline.verdicts``; none when None),
+        private.hosting, the model state and the content digest.
 
         Idempotent: publishing a published id again with the same content does nothing; with different content it
         is a StoreError. Refuses an id that is not the next one, and a release whose snapshot was never staged.
@@ -300,6 +302,8 @@ class StoreWriter(StoreSchema):
                 "utility": [_json({k: _finite(v) for k, v in utility.items()})],
             })
             _insert(con, "published.manifest", manifest)
+            if verdicts is not None and len(verdicts):
+                _insert(con, "published.verdict", _with_id(verdicts, release_id))
             _drop_published_candidates(con, release_id)
 
     def save_candidate_sets(self, sets: dict[int, np.ndarray]) -> None:
