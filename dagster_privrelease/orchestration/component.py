@@ -20,7 +20,7 @@ from .sources import SourceBlock
 from .translator import ReleaseTranslator
 
 
-class Translation(dg.Model):
+class Translation(dg.Resolvable, dg.Model):
     """The ``translation:`` block: other names for the table's assets, group and pool (``ReleaseTranslator``)."""
 
     key_prefix: list[str] = Field(

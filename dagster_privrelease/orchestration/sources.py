@@ -238,7 +238,7 @@ class FrameSource:
         return _after(keys)
 
 
-class SourceKind(dg.Model):
+class SourceKind(dg.Resolvable, dg.Model):
     """One kind of a component's ``source:`` block (``component.ProtectedTableComponent``): its ``kind`` names it
     and its other keys configure it; ``build`` makes the ``Source``. A new kind is a subclass with a ``kind``
     literal of its own, added to ``SourceBlock``."""

@@ -80,15 +80,16 @@ def test_a_defs_yaml_releases_a_stream_through_its_sensor(instance):
         assert not any(re.search(r"\bp\d{3}\b", p.to_csv()) for p in published)  # no id, in any column
 
 
-def test_translation_and_a_change_log_source(tmp_path):
+def test_translation_and_a_change_log_source(monkeypatch):
     """The translation block renames keys, group and pool; ``kind: duckdb_change_log`` builds a change-log source
-    on the file named relative to the defs.yaml; ``requests`` adds the request sensor."""
+    on the file named (a template) relative to the defs.yaml; ``requests`` adds the request sensor."""
+    monkeypatch.setenv("LOG_DIR", "logs")
     with create_defs_folder_sandbox() as sandbox:
         folder = sandbox.defs_folder_path / "patients"
         folder.mkdir()
         body = _attributes(folder, requests="requests",
                            translation={"key_prefix": ["warehouse"], "group_name": "private", "pool": "shared"})
-        body["attributes"]["source"] = {"kind": "duckdb_change_log", "database": "log.duckdb",
+        body["attributes"]["source"] = {"kind": "duckdb_change_log", "database": "{{ env.LOG_DIR }}/log.duckdb",
                                         "table": "source.people_log"}
         (folder / "defs.yaml").write_text(yaml.safe_dump(body))
         with sandbox.load_component_and_build_defs(defs_path=folder) as (_, defs):
@@ -97,9 +98,9 @@ def test_translation_and_a_change_log_source(tmp_path):
             assert published.node_def.pool == "shared"
             source = defs.resources["patients_source"]
             assert isinstance(source, DuckDBChangeLogSource)
-            assert Path(source.database) == folder / "log.duckdb"
+            assert Path(source.database) == folder / "logs" / "log.duckdb"
             assert defs.resolve_sensor_def("patients_release_requests")
-        assert not (folder / "log.duckdb").exists() and not (folder / "releases.duckdb").exists()  # no data touched
+        assert not (folder / "logs").exists() and not (folder / "releases.duckdb").exists()  # no data touched
 
 
 @pytest.fixture
