@@ -11,6 +11,7 @@ from the folder of the ``defs.yaml``. Loading touches no data: the spec file is 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -58,7 +59,7 @@ type: {type_name}
 
 attributes:
   # The release spec (docs/spec.md): the table's name, id, sensitive column, quasi-identifiers and model.
-  # A path relative to this folder.
+  # A path relative to this folder, or the spec's keys written here (spec: {{name: ..., id: ..., ...}}).
   spec: spec.yaml
 
   # The DuckDB release store of this table (schemas private and published), created on first use.
@@ -137,7 +138,10 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
         ```
     """
 
-    spec: str = Field(description="The release spec (YAML, docs/spec.md); relative to the folder of the defs.yaml.")
+    spec: str | dict[str, Any] = Field(
+        description="The release spec (docs/spec.md): a path relative to the folder of the defs.yaml, or the spec's "
+        "keys inline (taxonomy files named in it are read from that folder)."
+    )
     store: str = Field(
         description="The DuckDB release store of this table, created on first use; relative to the folder of the "
         "defs.yaml."
@@ -155,13 +159,15 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         """``release_definitions`` with the attributes' paths read from ``context.path`` (the defs.yaml's folder).
 
-        Parses the spec file; opens no store and no source. SpecError for a bad spec (naming the key and rule).
+        Parses the spec; opens no store and no source. SpecError for a bad spec (naming the key and rule).
         """
         folder = Path(context.path)
+        inline = self.spec if isinstance(self.spec, dict) else None
         return release_definitions(
-            folder / self.spec,
+            folder / ("defs.yaml" if inline is not None else str(self.spec)),
             folder / self.store,
             self.source.build(folder),
             requests=None if self.requests is None else folder / self.requests,
             translator=None if self.translation is None else TranslatedNames(self.translation),
+            inline_spec=inline,
         )

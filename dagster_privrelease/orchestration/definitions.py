@@ -14,15 +14,16 @@ release job and the definitions' own executor are in-process, and the job tags i
 """
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
 
 from .. import pipeline
 from ..core import models
-from ..core.spec import Spec, load_spec
+from ..core.spec import Spec, load_spec, parse_spec
 from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
 from .assets import release_assets
@@ -44,6 +45,7 @@ def release_definitions(
     source: Source,
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
+    inline_spec: Mapping[str, Any] | None = None,
 ) -> dg.Definitions:
     """Everything Dagster needs to release one protected table: its assets, checks, job and sensors.
 
@@ -55,6 +57,8 @@ def release_definitions(
             ``FrameSource``, or a kind of your own); the source sensor watches it, the snapshot reads it.
         requests: optional folder of release-request YAML files the request sensor turns into releases.
         translator: the names of the assets, group and pool (``ReleaseTranslator``, the default when None).
+        inline_spec: the spec's keys when the file ``spec_path`` holds them inline rather than being the spec (a
+            component's ``defs.yaml``); taxonomy files named in it are read from that file's folder.
 
     Returns:
         The ``Definitions`` of a code location (several tables: ``dg.Definitions.merge``).
@@ -71,7 +75,8 @@ def release_definitions(
                                    DuckDBTableSource(database="source.duckdb", table="patients"))
         ```
     """
-    return _definitions(load_spec(spec_path), spec_path, db_path, source, requests, translator)
+    spec = load_spec(spec_path) if inline_spec is None else parse_spec(inline_spec, base=Path(spec_path).parent)
+    return _definitions(spec, spec_path, db_path, source, requests, translator, inline_spec)
 
 
 def _definitions(
@@ -81,8 +86,9 @@ def _definitions(
     source: Source,
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
+    inline_spec: Mapping[str, Any] | None = None,
 ) -> dg.Definitions:
-    """``release_definitions`` for ``spec``, the spec at ``spec_path`` as already parsed."""
+    """``release_definitions`` for ``spec``, the spec at ``spec_path`` (or ``inline_spec``) as already parsed."""
     table = ReleaseTable(spec.name, translator or ReleaseTranslator())
     assets = release_assets(table, models.descriptor(spec.model.name).stages)
     checks = candidate_checks(table, table.asset_key("release_candidate"))
@@ -104,7 +110,9 @@ def _definitions(
         jobs=[job],
         sensors=sensors,
         resources={
-            table.store: ReleaseStoreResource(database=str(db_path), spec=str(spec_path)),
+            table.store: ReleaseStoreResource(
+                database=str(db_path), spec=str(spec_path), inline=None if inline_spec is None else dict(inline_spec)
+            ),
             table.source: source,
         },
     )

@@ -33,13 +33,17 @@ def _text_ids(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(id=[f"p{i:03d}" for i in frame["id"]])
 
 
-def _attributes(folder: Path, **extra) -> dict:
-    """A defs.yaml of the component over ``folder``'s spec, store and source, relative paths only."""
-    write_spec(folder, {"name": "m_invariance", "m": 2})
+def _attributes(folder: Path, inline: bool = False, **extra) -> dict:
+    """A defs.yaml of the component over ``folder``'s spec (a file, or its keys ``inline``), store and source,
+    relative paths only."""
+    path = write_spec(folder, {"name": "m_invariance", "m": 2})
+    spec = yaml.safe_load(path.read_text()) if inline else "patients.yaml"
+    if inline:
+        path.unlink()
     return {
         "type": "dagster_privrelease.ProtectedTableComponent",
         "attributes": {
-            "spec": "patients.yaml",
+            "spec": spec,
             "store": "releases.duckdb",
             "source": {"kind": "duckdb_table", "database": "data.duckdb", "table": "source.people"},
             **extra,
@@ -48,12 +52,14 @@ def _attributes(folder: Path, **extra) -> dict:
 
 
 def test_a_defs_yaml_releases_a_stream_through_its_sensor(instance):
-    """Two releases of a text-id table, each requested by the source sensor of the definitions the defs.yaml
-    built, published by the release job with its blocking checks passed; nothing published holds an id."""
+    """Two releases of a text-id table whose spec is written inline in the defs.yaml, each requested by the source
+    sensor of the definitions the defs.yaml built, published by the release job with its blocking checks passed;
+    nothing published holds an id."""
     with create_defs_folder_sandbox() as sandbox:
         folder = sandbox.defs_folder_path / "patients"
         folder.mkdir()
-        (folder / "defs.yaml").write_text(yaml.safe_dump(_attributes(folder)))
+        (folder / "defs.yaml").write_text(yaml.safe_dump(_attributes(folder, inline=True)))
+        assert not (folder / "patients.yaml").exists()
         with sandbox.load_component_and_build_defs(defs_path=folder) as (component, defs):
             assert isinstance(component, ProtectedTableComponent)
             job = defs.resolve_job_def("patients_release")
