@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from ..errors import SpecError
 from .definitions import release_definitions
 from .sources import SourceBlock
 from .translator import ReleaseTranslator
@@ -159,15 +160,21 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         """``release_definitions`` with the attributes' paths read from ``context.path`` (the defs.yaml's folder).
 
-        Parses the spec; opens no store and no source. SpecError for a bad spec (naming the key and rule).
+        Parses the spec; opens no store and no source. SpecError for a bad spec, naming the file (the spec file,
+        or the defs.yaml's ``spec:`` for an inline spec), the key and the rule.
         """
         folder = Path(context.path)
         inline = self.spec if isinstance(self.spec, dict) else None
-        return release_definitions(
-            folder / ("defs.yaml" if inline is not None else str(self.spec)),
-            folder / self.store,
-            self.source.build(folder),
-            requests=None if self.requests is None else folder / self.requests,
-            translator=None if self.translation is None else TranslatedNames(self.translation),
-            inline_spec=inline,
-        )
+        spec_path = folder / ("defs.yaml" if inline is not None else str(self.spec))
+        try:
+            return release_definitions(
+                spec_path,
+                folder / self.store,
+                self.source.build(folder),
+                requests=None if self.requests is None else folder / self.requests,
+                translator=None if self.translation is None else TranslatedNames(self.translation),
+                inline_spec=inline,
+            )
+        except SpecError as exc:
+            where = f"{spec_path} (attributes.spec)" if inline is not None else str(spec_path)
+            raise SpecError(f"{where}: {exc}") from None

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from dagster.components.testing import create_defs_folder_sandbox
 
-from dagster_privrelease import ProtectedTableComponent
+from dagster_privrelease import ProtectedTableComponent, SpecError
 from dagster_privrelease.orchestration import DuckDBChangeLogSource, sensors
 from dagster_privrelease.orchestration.definitions import QUIET
 from dagster_privrelease.storage.read import read_manifest
@@ -107,6 +107,24 @@ def test_translation_and_a_change_log_source(monkeypatch):
             assert Path(source.database) == folder / "logs" / "log.duckdb"
             assert defs.resolve_sensor_def("patients_release_requests")
         assert not (folder / "logs").exists() and not (folder / "releases.duckdb").exists()  # no data touched
+
+
+def test_a_bad_spec_is_named_with_its_file_and_key():
+    """Loading a defs.yaml whose inline spec breaks a rule fails with the package's one-line message naming the
+    defs.yaml, the key and the rule."""
+    with create_defs_folder_sandbox() as sandbox:
+        folder = sandbox.defs_folder_path / "patients"
+        folder.mkdir()
+        body = _attributes(folder, inline=True)
+        body["attributes"]["spec"]["model"]["m"] = 1
+        (folder / "defs.yaml").write_text(yaml.safe_dump(body))
+        with pytest.raises(Exception) as caught, sandbox.build_all_defs():
+            pass
+    error = caught.value
+    while not isinstance(error, SpecError) and error.__cause__ is not None:
+        error = error.__cause__
+    assert isinstance(error, SpecError)
+    assert str(error) == f"{folder / 'defs.yaml'} (attributes.spec): model.m: must be at least 2, got 1"
 
 
 @pytest.fixture
