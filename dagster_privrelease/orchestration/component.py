@@ -10,6 +10,7 @@ from the folder of the ``defs.yaml``. Loading touches no data: the spec file is 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +111,12 @@ class ProtectedTableScaffolder(dg.Scaffolder):
     example ``spec.yaml`` named after the folder, in the new folder."""
 
     def scaffold(self, request: dg.ScaffoldRequest) -> None:
-        """Write ``defs.yaml`` and ``spec.yaml`` into ``request.target_path`` (two small files)."""
+        """Write ``defs.yaml`` and ``spec.yaml`` into ``request.target_path`` (two small files); the spec's name is
+        the folder's, with any character a spec name refuses (``core.spec.NAME``) replaced by ``_``."""
         folder = request.target_path
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "defs.yaml").write_text(DEFS_TEMPLATE.format(type_name=request.type_name))
-        (folder / "spec.yaml").write_text(SPEC_TEMPLATE.format(name=folder.name))
+        (folder / "spec.yaml").write_text(SPEC_TEMPLATE.format(name=re.sub(r"[^A-Za-z0-9_]", "_", folder.name)))
 
 
 @dg.scaffold_with(ProtectedTableScaffolder)
