@@ -73,7 +73,9 @@ def test_a_defs_yaml_releases_a_stream_through_its_sensor(instance):
                 result = job.execute_in_process(partition_key=request.partition_key, tags=request.tags,
                                                 instance=instance, run_config=QUIET)
                 assert result.success
-                assert {e.check_name for e in result.get_asset_check_evaluations() if e.passed} >= {"guarantee"}
+                checks = result.get_asset_check_evaluations()
+                assert {e.check_name for e in checks} == {"guarantee", "attacks", "expectations"}
+                assert all(e.passed for e in checks)
         manifest = read_manifest(folder / "releases.duckdb")
         assert list(manifest["release_id"]) == [1, 2]
         assert list(manifest["model"]) == ["m_invariance", "m_invariance"]
