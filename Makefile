@@ -9,10 +9,12 @@ DOCS_STAMP := $(VENV)/.installed-docs
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The package, and the example dg project (so that `dg` commands run in examples/privrelease_demo).
+$(STAMP): pyproject.toml examples/privrelease_demo/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps -e examples/privrelease_demo
 	touch $(STAMP)
 
 # The docs extra (MkDocs, Material, mkdocstrings) on top of the same install; `make test` does not need it.
@@ -39,7 +41,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
-	$(BIN)/ruff check dagster_privrelease assets tests benchmarks docs/hooks
+	$(BIN)/ruff check dagster_privrelease examples tests benchmarks docs/hooks
 	$(BIN)/pyright
 
 clean:

@@ -2,8 +2,10 @@
 
 The public API, importable from the package itself:
 
-- Dagster: ``release_definitions`` (a code location for one protected table), ``run_release`` (one release
-  through the release job, in-process), ``Source`` and ``Fingerprint`` (where the rows come from);
+- Dagster: ``ProtectedTableComponent`` (one protected table configured by a ``defs.yaml``; the
+  ``dagster_dg_cli.registry_modules`` entry point names this package, so ``dg`` lists it), ``release_definitions``
+  (a code location for one protected table), ``run_release`` (one release through the release job, in-process),
+  ``Source`` and ``Fingerprint`` (where the rows come from);
 - the store: ``ReleaseStore`` (the DuckDB file of one table);
 - the spec: ``Spec``, ``load_spec``;
 - extending: ``ModelDescriptor``, ``Param``, ``Stage``, ``register`` (a model), ``Attack``, ``register_attack``,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from .core.release import PreviousRelease, Release, build_release
     from .core.spec import Spec, load_spec
     from .orchestration import Fingerprint, Source, release_definitions, run_release
+    from .orchestration.component import ProtectedTableComponent
     from .storage import ReleaseStore
 
 __version__ = "0.1.0"
@@ -44,6 +47,7 @@ _LAZY = {
     "ModelDescriptor": ("core.models.base", "ModelDescriptor"),
     "Param": ("core.models.base", "Param"),
     "PreviousRelease": ("core.release", "PreviousRelease"),
+    "ProtectedTableComponent": ("orchestration.component", "ProtectedTableComponent"),
     "Release": ("core.release", "Release"),
     "ReleaseStore": ("storage", "ReleaseStore"),
     "Report": ("core.judge.history", "Report"),
@@ -60,9 +64,9 @@ _LAZY = {
 
 __all__ = [
     "Attack", "Bound", "DatasetUnavailable", "Fingerprint", "History", "ModelDescriptor", "NotPublishable", "Param",
-    "PreviousRelease", "PrivReleaseError", "Release", "ReleaseStore", "Report", "SnapshotError", "Source", "Spec",
-    "SpecError", "Stage", "StoreError", "__version__", "build_release", "load_spec", "register", "register_attack",
-    "release_definitions", "run_release",
+    "PreviousRelease", "PrivReleaseError", "ProtectedTableComponent", "Release", "ReleaseStore", "Report",
+    "SnapshotError", "Source", "Spec", "SpecError", "Stage", "StoreError", "__version__", "build_release", "load_spec",
+    "register", "register_attack", "release_definitions", "run_release",
 ]
 
 

@@ -2,7 +2,8 @@
 republished with m-Distinct under inserts, deletes and internal updates (``census_kdd_m_distinct``, Li-Zhou §VI-A),
 and Adult published through release requests with sequential l-diversity (``adult_requests``, each request its own
 attributes): their definitions
-(``build_definitions``, what the example code location ``assets/`` loads), their change stream
+(``build_definitions``; the example ``dg`` project ``examples/privrelease_demo`` declares the same tables as
+``defs.yaml`` files), their change stream
 (``demo_changes``) and a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command).
 
 Each demo keeps, under ``$PRIVRELEASE_HOME`` (default ``./demo``), a folder ``<name>/`` with
@@ -228,9 +229,10 @@ def _changes_job(demo: Demo) -> dg.JobDefinition:
     return job
 
 
-#: The code location ``workspace.yaml`` loads (``python_module: assets``: the location is named after the module);
-#: the demo records its sensor ticks under this location, so the UI shows them on the sensors' pages.
-LOCATION = "assets"
+#: The code location ``workspace.yaml`` loads, the ``dg`` project ``examples/privrelease_demo`` (its
+#: ``location_name``, the project's name); the demo records its sensor ticks under this location, so the UI shows
+#: them on the sensors' pages.
+LOCATION = "privrelease_demo"
 
 
 def run_demo(
@@ -342,5 +344,9 @@ def build_definitions(home: Path | None = None) -> dg.Definitions:
         )
         for demo in DEMOS.values()
     ]
-    jobs = dg.Definitions(jobs=[_changes_job(demo) for demo in DEMOS.values()])
-    return dg.Definitions.merge(*parts, jobs)
+    return dg.Definitions.merge(*parts, dg.Definitions(jobs=change_jobs()))
+
+
+def change_jobs() -> list[dg.JobDefinition]:
+    """The job ``<name>_demo_changes`` of each demo table (``demo_changes``: create its source, then change it)."""
+    return [_changes_job(demo) for demo in DEMOS.values()]

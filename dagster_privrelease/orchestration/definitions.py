@@ -14,15 +14,16 @@ release job and the definitions' own executor are in-process, and the job tags i
 """
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
 
 from .. import pipeline
 from ..core import models
-from ..core.spec import Spec, load_spec
+from ..core.spec import Spec, load_spec, parse_spec
 from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
 from .assets import release_assets
@@ -45,6 +46,7 @@ def release_definitions(
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
     export: str | Path | None = None,
+    inline_spec: Mapping[str, Any] | None = None,
 ) -> dg.Definitions:
     """Everything Dagster needs to release one protected table: its assets, checks, job and sensors.
 
@@ -59,6 +61,8 @@ def release_definitions(
         export: optional folder each published release is exported to as Parquet (the asset
             ``exported_release``, ``orchestration.export``), with its certificate (linked from the published
             release's metadata); None exports nothing.
+        inline_spec: the spec's keys when the file ``spec_path`` holds them inline rather than being the spec (a
+            component's ``defs.yaml``); taxonomy files named in it are read from that file's folder.
 
     Returns:
         The ``Definitions`` of a code location (several tables: ``dg.Definitions.merge``).
@@ -75,7 +79,8 @@ def release_definitions(
                                    DuckDBTableSource(database="source.duckdb", table="patients"))
         ```
     """
-    return _definitions(load_spec(spec_path), spec_path, db_path, source, requests, translator, export)
+    spec = load_spec(spec_path) if inline_spec is None else parse_spec(inline_spec, base=Path(spec_path).parent)
+    return _definitions(spec, spec_path, db_path, source, requests, translator, export, inline_spec)
 
 
 def _definitions(
@@ -86,8 +91,9 @@ def _definitions(
     requests: str | Path | None = None,
     translator: ReleaseTranslator | None = None,
     export: str | Path | None = None,
+    inline_spec: Mapping[str, Any] | None = None,
 ) -> dg.Definitions:
-    """``release_definitions`` for ``spec``, the spec at ``spec_path`` as already parsed."""
+    """``release_definitions`` for ``spec``, the spec at ``spec_path`` (or ``inline_spec``) as already parsed."""
     table = ReleaseTable(spec.name, translator or ReleaseTranslator(), None if export is None else Path(export))
     assets = release_assets(table, models.descriptor(spec.model.name).stages)
     checks = candidate_checks(table, table.asset_key("release_candidate"))
@@ -109,7 +115,9 @@ def _definitions(
         jobs=[job],
         sensors=sensors,
         resources={
-            table.store: ReleaseStoreResource(database=str(db_path), spec=str(spec_path)),
+            table.store: ReleaseStoreResource(
+                database=str(db_path), spec=str(spec_path), inline=None if inline_spec is None else dict(inline_spec)
+            ),
             table.source: source,
         },
     )

@@ -8,11 +8,12 @@ silently corrupt a partition.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from ..core.spec import Spec, load_spec
+from ..core.spec import Spec, load_spec, parse_spec
 from ..storage import ReleaseStore, open_duckdb
 from ..storage.connection import table_exists
 
@@ -24,7 +25,14 @@ class ReleaseStoreResource(dg.ConfigurableResource):
         description="Path of the DuckDB file holding the release store of this table; created on first use. "
         "One file per protected table; point it wherever you keep the releases."
     )
-    spec: str = Field(description="Path of the release spec (YAML) of this table.")
+    spec: str = Field(
+        description="Path of the release spec (YAML) of this table, or of the file that holds it inline (inline)."
+    )
+    inline: dict[str, Any] | None = Field(
+        default=None,
+        description="The spec's keys when written inline in the file 'spec' (a component's defs.yaml): taxonomy "
+        "files named in it are read from that file's folder. None: 'spec' is the spec file.",
+    )
 
     #: The spec as parsed when this run (or sensor tick) started (``setup_for_execution``); None outside one.
     _loaded: Spec | None = PrivateAttr(default=None)
@@ -32,7 +40,7 @@ class ReleaseStoreResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Parse the spec once for the run (or the sensor tick) about to use this resource: every step of the run
         reads this one parse (``loaded_spec``), and an edited spec is read again by the next run."""
-        self._loaded = load_spec(self.spec)
+        self._loaded = self._read()
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         """Forget the run's parse: the next run reads the spec file again."""
@@ -41,7 +49,11 @@ class ReleaseStoreResource(dg.ConfigurableResource):
     def loaded_spec(self) -> Spec:
         """The spec as written (unbound; the store binds it to the snapshots): the run's parse inside a run or
         sensor tick, else read from the file now."""
-        return self._loaded if self._loaded is not None else load_spec(self.spec)
+        return self._loaded if self._loaded is not None else self._read()
+
+    def _read(self) -> Spec:
+        """The spec parsed from ``inline`` or read from the file ``spec`` (``core.spec``); SpecError naming the key."""
+        return load_spec(self.spec) if self.inline is None else parse_spec(self.inline, base=Path(self.spec).parent)
 
     def published_ids(self) -> list[int]:
         """The published release ids, read from ``published.manifest`` read-only and briefly (a sensor must not

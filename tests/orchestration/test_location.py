@@ -1,4 +1,5 @@
-"""The example code location: loads fast without touching data, validates, and its demo stream changes rows."""
+"""The example code location, the dg project ``examples/privrelease_demo``: loads without touching data, validates,
+declares the demo tables of ``demo.py``, and its demo stream changes rows."""
 
 import os
 import subprocess
@@ -10,6 +11,7 @@ import duckdb
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "examples" / "privrelease_demo"
 
 
 def test_workspace_validates_without_touching_data(tmp_path):
@@ -33,18 +35,30 @@ def test_instance_settings_limit_each_table_to_one_run():
         assert pools.pool_granularity.value == "run"
 
 
-def test_definitions_hold_both_demos():
-    from assets import defs
+def test_the_dg_project_declares_the_demo_tables_as_demo_py_does(tmp_path, monkeypatch):
+    """The example dg project (a defs.yaml per demo table) loads the same definitions as ``demo.build_definitions``
+    (what ``privrelease demo`` runs): the same assets, checks, sensors and jobs, the same files under
+    ``$PRIVRELEASE_HOME``, and the location name under which the demo records its sensor ticks."""
+    from dagster_privrelease import demo
 
-    keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
-    for table in ("adult", "census_kdd"):
-        assert {f"{table}/snapshot", f"{table}/release_candidate", f"{table}/published_release"} <= keys
+    monkeypatch.setenv("PRIVRELEASE_HOME", str(tmp_path))
+    monkeypatch.syspath_prepend(str(PROJECT / "src"))
+    defs = dg.load_from_defs_folder(path_within_project=PROJECT / "src" / "privrelease_demo")
+    python = demo.build_definitions(tmp_path)
+    assert set(defs.resolve_all_asset_keys()) == set(python.resolve_all_asset_keys())
+    assert defs.resolve_asset_graph().asset_check_keys == python.resolve_asset_graph().asset_check_keys
+    assert {s.name for s in defs.sensors or []} == {s.name for s in python.sensors or []}
+    assert {j.name for j in defs.jobs or []} == {j.name for j in python.jobs or []}
+    assert {k: r.model_dump() for k, r in defs.resources.items()} == {
+        k: r.model_dump() for k, r in python.resources.items()
+    }
+    for table in demo.DEMOS:
         assert defs.resolve_job_def(f"{table}_release").executor_def.name == "in_process"
-        assert defs.resolve_sensor_def(f"{table}_source_changed")
-        assert defs.resolve_sensor_def(f"{table}_release_requests")
-        assert defs.resolve_job_def(f"{table}_demo_changes")
         published = defs.resolve_assets_def(dg.AssetKey([table, "published_release"]))
         assert published.node_def.pool == f"privrelease_{table}"
+    (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]
+    assert location["python_module"]["location_name"] == demo.LOCATION
+    assert not any(tmp_path.iterdir())  # loading touched no demo file
 
 
 def test_demo_stream_inserts_deletes_and_updates(tmp_path, adult, monkeypatch):

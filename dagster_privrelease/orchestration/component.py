@@ -1,0 +1,182 @@
+"""The YAML way to protect a table: ``ProtectedTableComponent``, a Dagster component configured by a ``defs.yaml``.
+
+A ``defs.yaml`` of type ``dagster_privrelease.ProtectedTableComponent`` names the release spec, the release store,
+the source (a ``source:`` block, ``sources.SourceBlock``), optionally a folder of release requests and a
+``translation:`` block; loading it calls ``release_definitions``, so the table gets exactly the assets, checks,
+sensors and job of the Python factory. ``dg scaffold defs dagster_privrelease.ProtectedTableComponent <name>``
+writes a commented ``defs.yaml`` and an example spec (``ProtectedTableScaffolder``). Relative paths are read
+from the folder of the ``defs.yaml``. Loading touches no data: the spec file is parsed, nothing else is opened.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from ..errors import SpecError
+from .definitions import release_definitions
+from .sources import SourceBlock
+from .translator import ReleaseTranslator
+
+
+class Translation(dg.Resolvable, dg.Model):
+    """The ``translation:`` block: other names for the table's assets, group and pool (``ReleaseTranslator``)."""
+
+    key_prefix: list[str] = Field(
+        default_factory=list,
+        description="Prefix of every asset key: ['warehouse'] gives warehouse/<table>/<step>. Default: none.",
+    )
+    group_name: str | None = Field(default=None, description="The asset group. Default: the spec's name.")
+    pool: str | None = Field(
+        default=None, description="The concurrency pool of every step. Default: privrelease_<spec name>."
+    )
+
+
+class TranslatedNames(ReleaseTranslator):
+    """A ``ReleaseTranslator`` that applies a ``translation:`` block over the default names."""
+
+    def __init__(self, translation: Translation):
+        self.translation = translation
+
+    def get_asset_key(self, table: str, step: str) -> dg.AssetKey:
+        """``[*key_prefix, table, step]``."""
+        return super().get_asset_key(table, step).with_prefix(self.translation.key_prefix)
+
+    def get_group_name(self, table: str) -> str | None:
+        """``group_name``, or the table's name."""
+        return self.translation.group_name or super().get_group_name(table)
+
+    def get_pool(self, table: str) -> str:
+        """``pool``, or ``privrelease_<table>``."""
+        return self.translation.pool or super().get_pool(table)
+
+
+#: What ``dg scaffold defs`` writes: a ``defs.yaml`` whose comments document every attribute.
+DEFS_TEMPLATE = """\
+type: {type_name}
+
+attributes:
+  # The release spec (docs/spec.md): the table's name, id, sensitive column, quasi-identifiers and model.
+  # A path relative to this folder, or the spec's keys written here (spec: {{name: ..., id: ..., ...}}).
+  spec: spec.yaml
+
+  # The DuckDB release store of this table (schemas private and published), created on first use.
+  # Relative to this folder, or absolute; templates work, e.g. "{{{{ env('RELEASES_DIR', '.') }}}}/x.duckdb".
+  store: releases.duckdb
+
+  # Where the rows come from. kind: duckdb_table (a plain table, captured at each release) or
+  # duckdb_change_log (position, op, <id>, <columns>; a release's key is its log position).
+  source:
+    kind: duckdb_table
+    database: source.duckdb
+    table: source.people
+
+  # Optional: a folder of release-request files (attributes: [...]) the request sensor turns into releases
+  # (the vertical models, e.g. sequential l-diversity). Default: no request sensor.
+  # requests: requests
+
+  # Optional: other names for the assets, group and pool. Defaults: <spec name>/<step>, group <spec name>,
+  # pool privrelease_<spec name>.
+  # translation:
+  #   key_prefix: [warehouse]
+  #   group_name: private_releases
+  #   pool: privrelease_shared
+"""
+
+#: The example spec written beside it: m-invariance over three quasi-identifiers of a ``source.people`` table.
+SPEC_TEMPLATE = """\
+# The release spec of this table (docs/spec.md lists every key). Edit the columns to your table's.
+name: {name}
+id: id                      # the identifier column: never published
+sensitive: disease          # the sensitive column
+quasi_identifiers:
+  age:
+    type: numeric
+  sex:
+    type: categorical
+  zipcode:
+    type: numeric
+model:
+  name: m_invariance        # docs/models lists the models and their parameters
+  m: 2
+"""
+
+
+class ProtectedTableScaffolder(dg.Scaffolder):
+    """``dg scaffold defs dagster_privrelease.ProtectedTableComponent <name>``: a commented ``defs.yaml`` and an
+    example ``spec.yaml`` named after the folder, in the new folder."""
+
+    def scaffold(self, request: dg.ScaffoldRequest) -> None:
+        """Write ``defs.yaml`` and ``spec.yaml`` into ``request.target_path`` (two small files); the spec's name is
+        the folder's, with any character a spec name refuses (``core.spec.NAME``) replaced by ``_``."""
+        folder = request.target_path
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "defs.yaml").write_text(DEFS_TEMPLATE.format(type_name=request.type_name))
+        (folder / "spec.yaml").write_text(SPEC_TEMPLATE.format(name=re.sub(r"[^A-Za-z0-9_]", "_", folder.name)))
+
+
+@dg.scaffold_with(ProtectedTableScaffolder)
+class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
+    """One protected table, republished release after release under the model of its spec.
+
+    The table gets the definitions of ``release_definitions``: the snapshot, model stages, release candidate and
+    published release assets (one dynamic partition per release), the candidate's blocking checks, the source
+    sensor (and the request sensor with ``requests``) and the release job. Relative paths are read from the
+    folder of the ``defs.yaml``.
+
+    Example:
+        ```yaml
+        type: dagster_privrelease.ProtectedTableComponent
+        attributes:
+          spec: patients.yaml
+          store: patients_releases.duckdb
+          source:
+            kind: duckdb_table
+            database: warehouse.duckdb
+            table: source.patients
+        ```
+    """
+
+    spec: str | dict[str, Any] = Field(
+        description="The release spec (docs/spec.md): a path relative to the folder of the defs.yaml, or the spec's "
+        "keys inline (taxonomy files named in it are read from that folder)."
+    )
+    store: str = Field(
+        description="The DuckDB release store of this table, created on first use; relative to the folder of the "
+        "defs.yaml."
+    )
+    source: SourceBlock = Field(description="Where the rows come from; its 'kind' key names the kind of source.")
+    requests: str | None = Field(
+        default=None,
+        description="A folder of release-request files the request sensor turns into releases; relative to the "
+        "folder of the defs.yaml. Default: no request sensor.",
+    )
+    translation: Translation | None = Field(
+        default=None, description="Other names for the assets, group and pool. Default: the package's names."
+    )
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        """``release_definitions`` with the attributes' paths read from ``context.path`` (the defs.yaml's folder).
+
+        Parses the spec; opens no store and no source. SpecError for a bad spec, naming the file (the spec file,
+        or the defs.yaml's ``spec:`` for an inline spec), the key and the rule.
+        """
+        folder = Path(context.path)
+        inline = self.spec if isinstance(self.spec, dict) else None
+        spec_path = folder / ("defs.yaml" if inline is not None else str(self.spec))
+        try:
+            return release_definitions(
+                spec_path,
+                folder / self.store,
+                self.source.build(folder),
+                requests=None if self.requests is None else folder / self.requests,
+                translator=None if self.translation is None else TranslatedNames(self.translation),
+                inline_spec=inline,
+            )
+        except SpecError as exc:
+            where = f"{spec_path} (attributes.spec)" if inline is not None else str(spec_path)
+            raise SpecError(f"{where}: {exc}") from None
