@@ -26,8 +26,11 @@ demo: $(STAMP)
 	$(BIN)/privrelease demo
 	$(BIN)/privrelease demo --table census_kdd_m_distinct --releases 5
 
+# In parallel (pytest-xdist): a worker per logical core, each test handed to the next free worker (a module's tests
+# may run on several workers: each test keeps to its own tmp_path and monkeypatch). `make test WORKERS=0`: serially.
+WORKERS ?= logical
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

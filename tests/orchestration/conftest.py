@@ -62,9 +62,17 @@ def spec_path(tmp_path: Path) -> Path:
     return write_spec(tmp_path, {"name": "k_anonymity", "k": 3})
 
 
+#: Instance settings without compute-log capture: Dagster's local capture starts a ``tail`` and a watcher
+#: process for each of a step's streams (about 65 ms of CPU per step); no test reads the captured logs.
+NO_COMPUTE_LOGS = {
+    "compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
+}
+
+
 @pytest.fixture
 def instance():
-    with dg.instance_for_test() as inst:
+    """A persistent Dagster instance of the test's own (sensor ticks need one), without compute-log capture."""
+    with dg.instance_for_test(overrides=NO_COMPUTE_LOGS) as inst:
         yield inst
 
 
