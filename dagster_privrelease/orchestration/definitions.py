@@ -2,7 +2,8 @@
 (``run_release``).
 
 ``release_definitions(spec_path, db_path, source)`` builds, for the table named in the spec, the assets of
-``assets.py`` (snapshot, one per model stage, candidate, publication), the candidate's blocking checks
+``assets.py`` (the source as an external asset, snapshot, one per model stage, candidate, publication, each
+described with the model's guarantee), the candidate's blocking checks
 (``checks.py``), the source sensor and optionally the request sensor (``sensors.py``), and the release job, all
 partitioned by one ``DynamicPartitionsDefinition`` ``<table>_releases`` (``partitions.py``). Asset keys, the
 group and the pool come from a ``ReleaseTranslator`` (default ``<table>/<step>``, group ``<table>``, pool
@@ -84,11 +85,12 @@ def _definitions(
 ) -> dg.Definitions:
     """``release_definitions`` for ``spec``, the spec at ``spec_path`` as already parsed."""
     table = ReleaseTable(spec.name, translator or ReleaseTranslator())
-    assets = release_assets(table, models.descriptor(spec.model.name).stages)
-    checks = candidate_checks(table, table.asset_key("release_candidate"))
+    assets = release_assets(table, spec, source)
+    checks = candidate_checks(table, table.asset_key("release_candidate"),
+                              models.descriptor(spec.model.name).describe(spec))
     job = dg.define_asset_job(
         f"{table.name}_release",
-        selection=dg.AssetSelection.assets(*assets),
+        selection=dg.AssetSelection.assets(*[a for a in assets if isinstance(a, dg.AssetsDefinition)]),
         partitions_def=table.partitions,
         executor_def=dg.in_process_executor,
         tags={TAG: table.name},

@@ -15,8 +15,9 @@ import dagster as dg
 
 
 class ReleaseTranslator:
-    """The names Dagster shows for a protected table. ``step`` is ``snapshot``, a model stage's name (e.g.
-    ``possible_worlds``), ``release_candidate`` or ``published_release``."""
+    """The names Dagster shows for a protected table. ``step`` is ``source`` (the external source asset),
+    ``snapshot``, a model stage's name (e.g. ``possible_worlds``), ``release_candidate`` or
+    ``published_release``."""
 
     def get_asset_key(self, table: str, step: str) -> dg.AssetKey:
         """The key of ``table``'s asset ``step``; default ``[table, step]`` (``patients/snapshot``)."""
@@ -25,6 +26,11 @@ class ReleaseTranslator:
     def get_group_name(self, table: str) -> str | None:
         """The asset group of ``table``'s assets; default the table's name."""
         return table
+
+    def get_owners(self, table: str) -> list[str]:
+        """The owners of ``table``'s assets, as Dagster writes them (``team:privacy``, an e-mail address); default
+        none."""
+        return []
 
     def get_pool(self, table: str) -> str:
         """The concurrency pool every step of ``table`` runs in; default ``privrelease_<table>``. With a pool limit
@@ -69,6 +75,11 @@ class ReleaseTable:
     def group(self) -> str | None:
         """The asset group of the table's assets."""
         return self.translator.get_group_name(self.name)
+
+    @property
+    def owners(self) -> list[str]:
+        """The owners of the table's assets."""
+        return self.translator.get_owners(self.name)
 
     def asset_key(self, step: str) -> dg.AssetKey:
         """The key of the table's asset ``step``."""
