@@ -28,7 +28,7 @@ from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
 from .assets import release_assets
 from .checks import candidate_checks
-from .partitions import missing_keys
+from .partitions import Refusal, missing_keys
 from .resources import ReleaseStoreResource
 from .sensors import ATTRIBUTES_TAG, TAG, request_sensor, source_sensor
 from .sources import FrameSource, Source
@@ -247,10 +247,8 @@ def failed_checks(table: str, key: str, evaluations: Sequence[dg.AssetCheckEvalu
 
 
 def refusal(error: BaseException | None) -> PrivReleaseError | None:
-    """The package's error behind a step's failure: ``error`` itself, or the cause of the ``Failure`` it was
-    turned into (``assets.refusals``); None for any other error."""
-    while error is not None:
-        if isinstance(error, PrivReleaseError):
-            return error
-        error = error.__cause__
-    return None
+    """The package's error behind a step's failure: ``error`` itself, or the one a ``Refusal`` carries
+    (``partitions.refusals``); None for any other error."""
+    if isinstance(error, PrivReleaseError):
+        return error
+    return error.error if isinstance(error, Refusal) else None
