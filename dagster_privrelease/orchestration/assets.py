@@ -14,61 +14,103 @@ predecessor is not staged (``snapshot``) or not published (the others). Publicat
 of the candidate's blocking checks, so a failed check stops it and leaves ``published`` untouched.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 from dagster import AssetExecutionContext
 
 from .. import pipeline
+from ..core import models
 from ..core.judge.history import Report
 from ..core.judge.utility import summarise
 from ..core.models import Stage
 from ..core.spec import Spec, validate_snapshot
 from ..errors import NotPublishable, StoreError
+from ..export import export_releases
 from ..storage import ReleaseStore, frame_digest
 from . import report
 from .certificate import write_certificate
 from .checks import CHECKS
 from .expectations import validate_release
-from .export import certificate_path, export_asset
 from .partitions import step
 from .sensors import ATTRIBUTES_TAG
 from .translator import ReleaseTable
 
-#: The kinds every asset of a table shows in the UI.
+#: The kinds every asset of a table shows in the UI; the published release is also a ``table``.
 KINDS = {"duckdb", "python"}
 
-
-def release_assets(table: ReleaseTable, stages: Sequence[Stage]) -> list[dg.AssetsDefinition]:
-    """``table``'s assets in run order: the snapshot, one asset per model stage, the candidate, the publication,
-    and, when the table exports (``ReleaseTable.export``), the export (``export.export_asset``)."""
-    assets = [snapshot_asset(table)]
-    for stage in stages:
-        assets.append(stage_asset(table, stage, assets[-1].key))
-    candidate = candidate_asset(table, [a.key for a in assets])
-    published = published_asset(table, candidate.key)
-    exported = [export_asset(table, published.key, table.export)] if table.export is not None else []
-    return [*assets, candidate, published, *exported]
+#: The tag naming a table's model on each of its assets (filterable in the asset catalogue).
+MODEL_TAG = "privrelease/model"
 
 
-def _asset(table: ReleaseTable, step: str, description: str, deps: Sequence[dg.AssetKey] = (), source=False,
-           output_required=True):
-    """The ``dg.asset`` decorator of ``table``'s asset ``step``, with what every asset of the table shares."""
-    return dg.asset(
-        output_required=output_required,
-        key=table.asset_key(step),
-        deps=list(deps),
-        required_resource_keys={table.store, *([table.source] if source else [])},
-        description=description,
-        partitions_def=table.partitions,
+def release_assets(table: ReleaseTable, spec: Spec, source: object) -> list[dg.AssetsDefinition | dg.AssetSpec]:
+    """``table``'s assets in run order: the source (an external ``AssetSpec``, ``source_spec``), the snapshot,
+    one asset per model stage, the candidate, the publication, and, when the table exports
+    (``ReleaseTable.export``), the export (``export_asset``). Each description opens with what the asset is
+    and closes with the model's guarantee (``ModelDescriptor.describe``)."""
+    model = models.descriptor(spec.model.name)
+    shared = Shared(table, model.describe(spec), model.name)
+    upstream = source_spec(table, source, spec)
+    assets: list[dg.AssetsDefinition] = [snapshot_asset(shared, upstream.key)]
+    for stage in model.stages:
+        assets.append(stage_asset(shared, stage, assets[-1].key))
+    candidate = candidate_asset(shared, [a.key for a in assets])
+    published = published_asset(shared, candidate.key)
+    exported = [export_asset(shared, published.key, table.export)] if table.export is not None else []
+    return [upstream, *assets, candidate, published, *exported]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every asset of a table shares: the table, its model's guarantee sentence and its model's name."""
+
+    table: ReleaseTable
+    guarantee: str
+    model: str
+
+    def asset(self, step: str, description: str, deps: Sequence[dg.AssetKey] = (), source: bool = False,
+              output_required: bool = True, kinds: Iterable[str] = KINDS):
+        """The ``dg.asset`` decorator of the table's asset ``step``: ``description`` followed by the guarantee,
+        the table's partitions, group, pool, owners, kinds and the model tag."""
+        table = self.table
+        return dg.asset(
+            output_required=output_required,
+            key=table.asset_key(step),
+            deps=list(deps),
+            required_resource_keys={table.store, *([table.source] if source else [])},
+            description=f"{description}\n\n**Protected by** {self.guarantee}.",
+            partitions_def=table.partitions,
+            group_name=table.group,
+            pool=table.pool,
+            kinds=set(kinds),
+            owners=table.owners,
+            tags={MODEL_TAG: self.model},
+        )
+
+
+def source_spec(table: ReleaseTable, source: object, spec: Spec) -> dg.AssetSpec:
+    """The source as an external asset upstream of the snapshot (``<table>/source``): Dagster does not
+    materialise it, the source sensor watches it. A source with a ``table`` (the DuckDB kinds) carries it as
+    ``dagster/table_name`` and the kind ``duckdb``; its description names the spec's columns by role (the
+    identifier and the sensitive column stay in the private schema once captured)."""
+    name = getattr(source, "table", None)
+    return dg.AssetSpec(
+        table.asset_key("source"),
+        description=f"The rows {table.name} protects, as their owner keeps them ({type(source).__name__}"
+        + (f" {name}" if isinstance(name, str) else "") + f"): identifier {spec.id}, quasi-identifiers "
+        f"{', '.join(spec.quasi_identifiers)}, sensitive {spec.sensitive}. Outside this plugin; watched by the "
+        "source sensor, read by the snapshot.",
         group_name=table.group,
-        pool=table.pool,
-        kinds=KINDS,
+        kinds={"duckdb"} if isinstance(name, str) else set(),
+        owners=table.owners,
+        metadata={"dagster/table_name": name} if isinstance(name, str) else None,
     )
 
 
-def snapshot_asset(table: ReleaseTable) -> dg.AssetsDefinition:
+def snapshot_asset(shared: Shared, upstream: dg.AssetKey) -> dg.AssetsDefinition:
     """``snapshot``: T(j) read from the source and staged (``pipeline.stage``) while release j is unpublished, so
     re-materialising a refused partition re-captures the fixed source; once j is published its snapshot is never
     replaced, and a source that replays (a change log) must rebuild it identically (``same_rows``).
@@ -76,9 +118,11 @@ def snapshot_asset(table: ReleaseTable) -> dg.AssetsDefinition:
     When the source holds exactly the rows of the last published release (``pipeline.unchanged``, with the run's
     requested attributes: the source was restored after the run was requested), nothing is staged and nothing
     materialised: the run logs why and ends, its later steps skipped, so no copy of the release is published."""
+    table = shared.table
 
-    @_asset(table, "snapshot", "T(j): the source rows this release protects, captured until the release is "
-            "published and never replaced afterwards.", source=True, output_required=False)
+    @shared.asset("snapshot", "T(j): the source rows this release protects, captured until the release is "
+                  "published and never replaced afterwards; private (counts only here).", deps=[upstream],
+                  source=True, output_required=False)
     def snapshot(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         with step(context, table) as part:
             part.require_published()
@@ -106,11 +150,12 @@ def snapshot_asset(table: ReleaseTable) -> dg.AssetsDefinition:
     return snapshot
 
 
-def stage_asset(table: ReleaseTable, stage: Stage, upstream: dg.AssetKey) -> dg.AssetsDefinition:
+def stage_asset(shared: Shared, stage: Stage, upstream: dg.AssetKey) -> dg.AssetsDefinition:
     """``<stage.name>``: the model's stage run on the staged snapshot (``pipeline.prepare``), its frames kept
     privately with the release; the metadata holds the frames' row counts and nothing of their content."""
+    table = shared.table
 
-    @_asset(table, stage.name, stage.description, deps=[upstream])
+    @shared.asset(stage.name, stage.description[:1].upper() + stage.description[1:] + ".", deps=[upstream])
     def model_stage(context: AssetExecutionContext) -> dg.MaterializeResult:
         with step(context, table) as part:
             part.require_published()
@@ -121,12 +166,14 @@ def stage_asset(table: ReleaseTable, stage: Stage, upstream: dg.AssetKey) -> dg.
     return model_stage
 
 
-def candidate_asset(table: ReleaseTable, deps: Sequence[dg.AssetKey]) -> dg.AssetsDefinition:
+def candidate_asset(shared: Shared, deps: Sequence[dg.AssetKey]) -> dg.AssetsDefinition:
     """``release_candidate``: T*(j), the model's release staged privately (``pipeline.make_candidate``), restricted
-    to the attributes of the run's release request when it has one; metadata: counts and utility."""
+    to the attributes of the run's release request when it has one; metadata: counts and utility, each figure
+    under its ``report.FIGURES`` name (the query error is measured at publication, against T(j))."""
+    table = shared.table
 
-    @_asset(table, "release_candidate", "T*(j): the model's candidate release, staged privately until its checks "
-            "pass.", deps=deps)
+    @shared.asset("release_candidate", "T*(j): the model's candidate release, staged privately until its three "
+                  "blocking checks pass.\n\n" + report.glossary(("lm", "ncp", "discernibility")), deps=deps)
     def release_candidate(context: AssetExecutionContext) -> dg.MaterializeResult:
         with step(context, table) as part:
             part.require_published()
@@ -137,26 +184,30 @@ def candidate_asset(table: ReleaseTable, deps: Sequence[dg.AssetKey]) -> dg.Asse
         rows, counterfeits = len(release.table), int(release.counterfeit_count)
         return dg.MaterializeResult(
             metadata={
-                "rows (incl. counterfeits)": rows,
                 "genuine rows": rows - counterfeits,
                 "counterfeits": counterfeits,
+                **report.utility_metadata(utility),
                 "groups": release.groups,
-                **report.numeric("utility", utility, skip=("rows", "groups", "counterfeits")),
-                "model": release.model,
+                **report.table_metadata(rows),
             }
         )
 
     return release_candidate
 
 
-def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDefinition:
+def published_asset(shared: Shared, candidate: dg.AssetKey) -> dg.AssetsDefinition:
     """``published_release``: the candidate published in one transaction (``pipeline.publish``) when every blocking
     report holds, as this run's checks recorded them (``verdicts_of_run``) or judged again; ``Failure`` naming
-    the failed checks otherwise. When the table exports, the release's certificate is written under the export
-    folder and linked from the metadata (``certificate``, a path)."""
+    the failed checks otherwise. Its metadata: ``report.release_metadata`` with the standard table metadata
+    (``dagster/row_count``, ``dagster/table_name``: ``<store>.published.release``, ``dagster/column_schema``)
+    and, when the table exports, the release's certificate written under the export folder (``certificate``, a
+    path)."""
+    table = shared.table
 
-    @_asset(table, "published_release", "The release as published: written in one transaction once every "
-            "blocking check holds.", deps=[candidate])
+    @shared.asset("published_release", "T*(j) as published in `published.release` of the release store (one "
+                  "row per published row, counterfeits included, marked by group in `published.counterfeit`), "
+                  "written in one transaction once every blocking check holds.\n\n" + report.glossary(),
+                  deps=[candidate], kinds={*KINDS, "table"})
     def published_release(context: AssetExecutionContext) -> dg.MaterializeResult:
         with step(context, table) as part:
             part.require_published()
@@ -165,15 +216,21 @@ def published_asset(table: ReleaseTable, candidate: dg.AssetKey) -> dg.AssetsDef
             try:
                 outcome = pipeline.publish(store, part.release_id, reports)
             except NotPublishable as exc:
-                failed = report.checks_passed(reports)
-                raise dg.Failure(description=f"{table.name} release {part.key}: {exc}", metadata=failed,
-                                 allow_retries=False) from exc
+                raise dg.Failure(description=f"{table.name} release {part.key}: {exc}",
+                                 metadata={"checks": report.verdict_table(reports)}, allow_retries=False) from exc
             manifest = store.manifest()
+            standard = report.table_metadata(
+                int(outcome["rows"]),
+                table_name=f"{Path(store.path).stem}.published.release",
+                column_schema=report.column_schema(store.published_columns(), store.spec.quasi_identifiers,
+                                                   store.spec.sensitive),
+            )
             certificate = {}
             if table.export is not None:
                 path = write_certificate(store.path, part.release_id, certificate_path(table.export, part.release_id))
                 certificate = {"certificate": dg.MetadataValue.path(str(path))}
-        return dg.MaterializeResult(metadata={**report.release_metadata(outcome, reports, manifest), **certificate})
+        return dg.MaterializeResult(metadata={**report.release_metadata(outcome, reports, manifest, standard),
+                                              **certificate})
 
     return published_release
 
@@ -188,11 +245,10 @@ def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> l
     """The judge's reports as this run's three checks of ``candidate`` recorded them, or None when the run did
     not evaluate all three (publication in a run of its own: the caller judges again).
 
-    Each check's metadata carries ``<report>/ok``, ``<report>/violations`` (a count) and ``<report>/summary/<key>``
-    (its numeric summary, ``blocking`` among them) per report, or ``<report>/skipped`` with the reason
-    (``checks.result``); each report gets them back, its kind from its check, its violations as a frame of as many
-    rows without columns (what ``pipeline.verdicts`` keeps);
-    the candidate cannot change between the checks and this step, since a table's steps run one at a time.
+    Each check's ``verdict`` table (``checks.result``) has one row per report with its outcome (holds, broken,
+    not run, with the reason in ``reading``), whether it blocks, and its counts (``checked``, ``broken``); each
+    report gets them back, its violations as a frame of ``broken`` rows without columns (what ``pipeline.verdicts``
+    keeps); the candidate cannot change between the checks and this step, since a table's steps run one at a time.
     """
     records = context.instance.get_records_for_run(
         context.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
@@ -204,21 +260,20 @@ def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> l
         return None
     reports = []
     for evaluation in evaluations:
-        meta = {k: v.value for k, v in evaluation.metadata.items()}
-        kind = {"guarantee": {"kind": "guarantee"}, "attacks": {"kind": "attack"}}.get(evaluation.check_name, {})
-        for key, value in meta.items():
-            if key.endswith("/ok"):
-                name = key[: -len("/ok")]
-                prefix = f"{name}/summary/"
-                summary = {k.removeprefix(prefix): v for k, v in meta.items() if k.startswith(prefix)}
-                summary.update(kind, blocking=bool(summary.get("blocking", 1)))
-                # the check keeps the violations' count, not the frame: a frame of as many rows, with no column
-                count = meta.get(f"{name}/violations", 0)
-                count = count if isinstance(count, int) else 0
-                reports.append(Report(name, bool(value), pd.DataFrame(index=range(count)), summary))
-            elif key.endswith("/skipped"):
-                reports.append(Report(key[: -len("/skipped")], True,
-                                      summary={"skipped": value, "blocking": False, **kind}))
+        table = evaluation.metadata["verdict"]
+        assert isinstance(table, dg.TableMetadataValue)  # written by checks.result
+        for row in (record.data for record in table.records):
+            if row["outcome"] == "not run":
+                summary = {"skipped": str(row["reading"]).removeprefix("not run: "), "blocking": False}
+                reports.append(Report(str(row["report"]), True, summary=summary))
+            else:
+                summary = {"kind": "attack" if row["kind"] == "attack" else "guarantee",
+                           "blocking": bool(row["blocking"])}
+                if isinstance(row["checked"], int):
+                    summary["checked"] = row["checked"]
+                broken = row["broken"] if isinstance(row["broken"], int) else 0
+                reports.append(Report(str(row["report"]), row["outcome"] == "holds",
+                                      pd.DataFrame(index=range(broken)), summary))
     return reports
 
 
@@ -239,3 +294,30 @@ def same_rows(staged: pd.DataFrame, rows: pd.DataFrame, spec: Spec, key: str, re
             f"release {release_id}; a partition was deleted or the log was rewritten, and a stored snapshot is "
             "never replaced"
         )
+
+
+def export_asset(shared: Shared, published: dg.AssetKey, folder: Path) -> dg.AssetsDefinition:
+    """``exported_release``: the partition's published release, its manifest row and counterfeit counts, and the
+    domain, written as hive-partitioned Parquet under ``folder`` (``export.export_releases``; a re-run replaces
+    the release's files). Refuses (``Failure``, naming it) while the partition's release is not published.
+    Metadata: the folder of the release's rows (a path) and its row count."""
+    table = shared.table
+
+    @shared.asset("exported_release", "The published release as Parquet, partitioned by release "
+                  "(`release_id=N/` folders), where consumers read it without this package.", deps=[published],
+                  kinds={"duckdb", "parquet"})
+    def exported_release(context: AssetExecutionContext) -> dg.MaterializeResult:
+        with step(context, table) as part:  # a release not published is refused by export_releases
+            with part.store.connect() as con:
+                export_releases(con, folder, [part.release_id])
+            rows = part.store.manifest().set_index("release_id").loc[part.release_id, "rows"]
+        where = folder / "release" / f"release_id={part.release_id}"
+        return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(where)), "rows": int(rows),
+                                              "release_id": part.release_id})
+
+    return exported_release
+
+
+def certificate_path(folder: Path, release_id: int) -> Path:
+    """Where the certificate of release ``release_id`` is written under the export folder ``folder``."""
+    return folder / "certificate" / f"release_id={release_id}.html"

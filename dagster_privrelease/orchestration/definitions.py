@@ -2,7 +2,8 @@
 (``run_release``).
 
 ``release_definitions(spec_path, db_path, source)`` builds, for the table named in the spec, the assets of
-``assets.py`` (snapshot, one per model stage, candidate, publication), the candidate's blocking checks
+``assets.py`` (the source as an external asset, snapshot, one per model stage, candidate, publication, each
+described with the model's guarantee), the candidate's blocking checks
 (``checks.py``), the source sensor and optionally the request sensor (``sensors.py``), and the release job, all
 partitioned by one ``DynamicPartitionsDefinition`` ``<table>_releases`` (``partitions.py``). Asset keys, the
 group and the pool come from a ``ReleaseTranslator`` (default ``<table>/<step>``, group ``<table>``, pool
@@ -28,7 +29,7 @@ from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
 from .assets import release_assets
 from .checks import candidate_checks
-from .partitions import missing_keys
+from .partitions import Refusal, missing_keys
 from .resources import ReleaseStoreResource
 from .sensors import ATTRIBUTES_TAG, TAG, request_sensor, source_sensor
 from .sources import FrameSource, Source
@@ -59,7 +60,7 @@ def release_definitions(
         requests: optional folder of release-request YAML files the request sensor turns into releases.
         translator: the names of the assets, group and pool (``ReleaseTranslator``, the default when None).
         export: optional folder each published release is exported to as Parquet (the asset
-            ``exported_release``, ``orchestration.export``), with its certificate (linked from the published
+            ``exported_release``, ``assets.export_asset``), with its certificate (linked from the published
             release's metadata); None exports nothing.
         inline_spec: the spec's keys when the file ``spec_path`` holds them inline rather than being the spec (a
             component's ``defs.yaml``); taxonomy files named in it are read from that file's folder.
@@ -95,11 +96,12 @@ def _definitions(
 ) -> dg.Definitions:
     """``release_definitions`` for ``spec``, the spec at ``spec_path`` (or ``inline_spec``) as already parsed."""
     table = ReleaseTable(spec.name, translator or ReleaseTranslator(), None if export is None else Path(export))
-    assets = release_assets(table, models.descriptor(spec.model.name).stages)
-    checks = candidate_checks(table, table.asset_key("release_candidate"))
+    assets = release_assets(table, spec, source)
+    checks = candidate_checks(table, table.asset_key("release_candidate"),
+                              models.descriptor(spec.model.name).describe(spec))
     job = dg.define_asset_job(
         f"{table.name}_release",
-        selection=dg.AssetSelection.assets(*assets),
+        selection=dg.AssetSelection.assets(*[a for a in assets if isinstance(a, dg.AssetsDefinition)]),
         partitions_def=table.partitions,
         executor_def=dg.in_process_executor,
         tags={TAG: table.name},
@@ -258,10 +260,8 @@ def failed_checks(table: str, key: str, evaluations: Sequence[dg.AssetCheckEvalu
 
 
 def refusal(error: BaseException | None) -> PrivReleaseError | None:
-    """The package's error behind a step's failure: ``error`` itself, or the cause of the ``Failure`` it was
-    turned into (``assets.refusals``); None for any other error."""
-    while error is not None:
-        if isinstance(error, PrivReleaseError):
-            return error
-        error = error.__cause__
-    return None
+    """The package's error behind a step's failure: ``error`` itself, or the one a ``Refusal`` carries
+    (``partitions.refusals``); None for any other error."""
+    if isinstance(error, PrivReleaseError):
+        return error
+    return error.error if isinstance(error, Refusal) else None

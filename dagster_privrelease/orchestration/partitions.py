@@ -98,14 +98,25 @@ class Partition:
         self.require(self.release_id - 1 in self.store.release_ids(), "published")
 
 
+class Refusal(dg.Failure):
+    """The ``Failure`` of a step that refused: its description is the reason and what would make the release
+    publishable, and it carries the package's error (``error``) for ``run_release``, outside the exception chain:
+    Dagster shows a failure's chain of causes, each with its own stack, and the run's summary should be the reason
+    alone."""
+
+    def __init__(self, description: str, error: PrivReleaseError):
+        super().__init__(description=description, metadata={"refusal": type(error).__name__}, allow_retries=False)
+        self.error = error
+
+
 @contextmanager
 def refusals(context: AssetExecutionContext | AssetCheckExecutionContext, table: ReleaseTable) -> Iterator[None]:
     """Turn the package's own errors raised inside (an expected refusal: a bad snapshot, a model that cannot
-    publish, an out-of-order release, a locked store) into a ``Failure`` whose description is the reason,
+    publish, an out-of-order release, a locked store) into a ``Refusal`` whose description is the reason,
     ``<table> release <key>: <message>``, without retries (the same input is refused again); a DuckDB error
-    likewise, as a StoreError re-worded from names (``storage.unreadable``). The run failure event then names the
-    reason; the error stays the Failure's ``__cause__``, where ``run_release`` finds it, without its own causes:
-    Dagster's event log keeps a failure's chain of causes, and an error of DuckDB's may quote stored values."""
+    likewise, as a StoreError re-worded from names (``storage.unreadable``). It is raised without a cause or a
+    context (``from None``), so the step's failure and the run's summary show the reason once, with no chained
+    error (an error of DuckDB's may quote stored values); ``run_release`` finds the error on ``Refusal.error``."""
     try:
         yield
     except (PrivReleaseError, duckdb.Error) as exc:
@@ -113,11 +124,7 @@ def refusals(context: AssetExecutionContext | AssetCheckExecutionContext, table:
             reason = type(exc)(str(exc))
         else:
             reason = StoreError(unreadable(getattr(context.resources, table.store).database, "release store", exc))
-        raise dg.Failure(
-            description=f"{table.name} release {context.partition_key}: {reason}",
-            metadata={"refusal": type(reason).__name__},
-            allow_retries=False,
-        ) from reason
+        raise Refusal(f"{table.name} release {context.partition_key}: {reason}", reason) from None
 
 
 @contextmanager

@@ -1,6 +1,9 @@
-"""What the Dagster UI shows about a release: numeric metadata (plotted over partitions) and a small report.
+"""What the Dagster UI shows about a release: the figures worth plotting, verdict tables, and a small report.
 
-Numbers are plain ints and floats so that Dagster plots them across partitions; the report is markdown with a
+Figures are plain ints and floats so that Dagster plots them across partitions, each utility figure under one
+name (``FIGURES``, defined in ``glossary``) wherever it is shown; a pass or a failure is words in a verdict table
+(``verdict_table``: one row per verifier or attack, counts only, never an individual or a group), never a number
+to plot. The report is markdown with a
 small chart of information loss and counterfeits over the published history, drawn as SVG by ``history_svg``
 (no plotting library: importing matplotlib cost about 0.5 s of CPU per release process for one chart) and
 embedded as a base64 data URI, which Dagster's markdown renderer shows as an image.
@@ -19,7 +22,6 @@ import pandas as pd
 
 from ..core.judge.history import Report
 from ..core.models.base import HELD_BACK
-from ..pipeline import public_violations
 
 #: Significant digits of a float in the metadata the UI shows.
 DIGITS = 4
@@ -30,31 +32,122 @@ def rounded(value: float | int) -> float | int:
     return value if isinstance(value, int) else float(f"{value:.{DIGITS}g}")
 
 
-def numeric(prefix: str, values: Mapping, skip: Iterable[str] = ()) -> dict[str, float | int]:
-    """``values``' numeric entries (bools as 0/1, floats rounded) keyed ``prefix/name``, what Dagster plots,
-    leaving out the names in ``skip`` (figures the caller shows under a key of its own)."""
+#: The utility figures the UI shows, one name each wherever they are shown (candidate, published release, report):
+#: the key of ``core.judge.utility.summarise`` -> (label, definition).
+FIGURES = {
+    "lm": ("LM", "information loss (Iyengar's loss metric): mean over rows and quasi-identifiers of the share of "
+           "the attribute's domain a published value covers; 0 = exact, 1 = fully suppressed"),
+    "ncp": ("NCP", "normalised certainty penalty: like LM, a categorical leaf costing 0 and a node its share of "
+            "the leaves; 0 = exact, 1 = fully suppressed"),
+    "query_error": ("median query error", "median relative error |exact - estimate| / exact of random range-count "
+                    "queries answered from the published release (Xiao-Tao §5.2); 0.1 = off by 10%"),
+    "discernibility": ("DM", "discernibility: sum over published groups of the group's size squared; lower is "
+                       "finer"),
+}
+
+
+def utility_metadata(utility: Mapping) -> dict[str, float]:
+    """The utility figures of ``utility`` (``summarise``'s keys) under their ``FIGURES`` labels, rounded
+    (``rounded``), in ``FIGURES`` order; a missing or NaN figure is left out."""
     out = {}
-    skipped = set(skip)
-    for key, value in values.items():
-        if key in skipped:
-            continue
-        if isinstance(value, bool):
-            out[f"{prefix}/{key}"] = int(value)
-        elif isinstance(value, int | float) and pd.notna(value):
-            out[f"{prefix}/{key}"] = rounded(value.item() if isinstance(value, np.generic) else value)
+    for key, (label, _) in FIGURES.items():
+        value = utility.get(key)
+        if value is not None and pd.notna(value):
+            out[label] = rounded(float(value))
     return out
 
 
-def report_metadata(report: Report) -> dict[str, dg.MetadataValue | int | float | str]:
-    """One judge report as check metadata: its numeric summary, its violation count and, when it has
-    violations, where they are (``pipeline.public_violations``: per release and group, counted, never naming
-    an individual: Dagster's event log is read outside the ``private`` schema)."""
-    meta: dict = numeric("summary", report.summary)
-    meta["violations"] = len(report.violations)
-    if len(report.violations):
-        where = public_violations(report).head(10)
-        meta["violations by group"] = dg.MetadataValue.md(where.to_markdown(index=False))
-    return meta
+def glossary(keys: Iterable[str] = tuple(FIGURES)) -> str:
+    """The definitions of the figures ``keys`` as a markdown list (asset descriptions, the report)."""
+    return "\n".join(f"- **{FIGURES[k][0]}**: {FIGURES[k][1]}." for k in keys)
+
+
+#: The columns of the verdict table of a check (``verdict_table``).
+VERDICT_COLUMNS = (
+    ("report", "string", "the verifier or attack"),
+    ("kind", "string", "verifier (the model's guarantee) or attack (an adversary's inference)"),
+    ("outcome", "string", "holds, broken or not run"),
+    ("blocking", "bool", "whether a broken outcome stops publication"),
+    ("reading", "string", "the outcome in words: what was checked and how it compares with the bound"),
+    ("checked", "int", "how many people, groups, tuples or linked pairs the report examined"),
+    ("broken", "int", "how many of them broke the guarantee or were disclosed beyond the bound"),
+    ("bound", "string", "what the model promises (e.g. at least m values, risk at most 1/m)"),
+)
+
+#: The summary figure a report counts its examined items by, first found first.
+_CHECKED = ("attacked", "linked_pairs_checked", "groups", "tuples", "republished", "expectations")
+
+
+def verdict(report: Report) -> dict[str, str | int | bool | None]:
+    """One row of a check's verdict table for ``report``: counts and words, never an individual or a group
+    (``VERDICT_COLUMNS``). A reading that could be misread is spelled out: an attack that attacked nobody, a risk
+    under the bound, a report that did not run and why."""
+    summary = report.summary
+    attack = summary.get("kind") == "attack"
+    skipped = summary.get("skipped")
+    checked = next((int(summary[k]) for k in _CHECKED if k in summary), None)
+    if report.ok:
+        broken = 0
+    elif "disclosed" in summary or "failed" in summary:
+        broken = int(summary.get("disclosed", summary.get("failed", 0)))
+    else:
+        broken = len(report.violations)
+    bound = _bound_text(summary)
+    if skipped:
+        outcome, reading = "not run", f"not run: {skipped}"
+    elif report.ok:
+        outcome, reading = "holds", _holds_text(summary, attack, checked)
+    else:
+        outcome = "broken"
+        blocks = "blocks publication" if summary.get("blocking", True) else \
+            "reported, does not block (a single-release baseline promises nothing across releases)"
+        what = "people disclosed beyond the bound" if attack else "violation(s)"
+        reading = f"broken: {broken} {what}{_rules_broken(report.violations)}; {blocks}"
+    return {"report": report.name, "kind": "attack" if attack else "verifier", "outcome": outcome,
+            "blocking": bool(summary.get("blocking", True)), "reading": reading,
+            "checked": None if skipped else checked, "broken": None if skipped else broken, "bound": bound}
+
+
+def _rules_broken(violations: pd.DataFrame) -> str:
+    """The rules a schema report broke, by name and column with their row counts (Great Expectations' report:
+    names and counts, never a value), as `` (rule on column: n rows, ...)``; empty for any other report."""
+    if not {"expectation", "column", "unexpected"} <= set(violations.columns):
+        return ""
+    rules = [f"{r.expectation} on {r.column}: {r.unexpected} row(s)" for r in violations.itertuples()]
+    return f" ({'; '.join(rules)})"
+
+
+def _bound_text(summary: Mapping) -> str | None:
+    """What the report compares with, in words (``None`` when it has no bound)."""
+    if "max_risk" in summary and summary.get("bound"):
+        return f"risk at most 1/{summary['bound']}"
+    for key, text in (("bound", "at least {} candidate values"), ("m", "at least {} distinct values per group"),
+                      ("k", "at least {} rows per group"), ("l", "at least {} values per group")):
+        if summary.get(key) is not None:
+            return text.format(summary[key])
+    return None
+
+
+def _holds_text(summary: Mapping, attack: bool, checked: int | None) -> str:
+    """The words of a report that holds, naming the readings that look like failures but are not."""
+    if not attack:
+        return f"holds on all {checked} examined" if checked is not None else "holds"
+    if summary.get("attacked") == 0 or summary.get("linked_pairs_checked") == 0:
+        return "holds: nobody was exposed to this attack in this history (no one it applies to), so nothing to disclose"
+    if "max_risk" in summary and summary.get("bound"):
+        return (f"holds: the highest risk found, {rounded(float(summary['max_risk']))}, is within the bound "
+                f"1/{summary['bound']}")
+    if "min_candidates" in summary:
+        return (f"holds: every one of the {checked} people attacked keeps at least {summary['min_candidates']} "
+                f"candidate values (bound {summary.get('bound')})")
+    return "holds: nobody disclosed beyond the bound"
+
+
+def verdict_table(reports: Sequence[Report]) -> dg.TableMetadataValue:
+    """The verdict table of ``reports`` (one ``verdict`` row each), with its column schema (``VERDICT_COLUMNS``)."""
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind, description) for name, kind, description in
+                                     VERDICT_COLUMNS])
+    return dg.MetadataValue.table([dg.TableRecord(verdict(r)) for r in reports], schema=schema)
 
 
 def history_markdown(manifest: pd.DataFrame, loss: str) -> dg.MetadataValue:
@@ -68,10 +161,13 @@ def history_markdown(manifest: pd.DataFrame, loss: str) -> dg.MetadataValue:
     utility = [_mapping(u) for u in frame["utility"]]
     frame = frame.assign(**{loss: [u.get(loss) for u in utility]})
     svg = history_svg([int(r) for r in frame["release_id"]], [_number(v) for v in frame[loss]],
-                      [int(c) for c in frame["counterfeits"]], loss)
+                      [int(c) for c in frame["counterfeits"]], FIGURES[loss][0])
     image = base64.b64encode(svg.encode()).decode()
-    table = frame[["release_id", "rows", "groups", "counterfeits", loss]].tail(10).to_markdown(index=False)
-    return dg.MetadataValue.md(f"![history](data:image/svg+xml;base64,{image})\n\n{table}\n")
+    label = FIGURES[loss][0]
+    shown = frame[["release_id", "rows", "groups", "counterfeits", loss]].tail(10).rename(columns={loss: label})
+    shown[label] = [None if v is None or pd.isna(v) else rounded(float(v)) for v in shown[label]]
+    table = shown.to_markdown(index=False)
+    return dg.MetadataValue.md(f"![history](data:image/svg+xml;base64,{image})\n\n{table}\n\n{glossary([loss])}\n")
 
 
 #: Size and margins of the history chart, in pixels.
@@ -131,39 +227,58 @@ def _number(value) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def checks_passed(reports: Iterable[Report]) -> dict[str, int | str]:
-    """``check/<name>``: 1 when the report holds, 0 when it broke; a skipped attack (``summary["skipped"]``) is
-    not a pass: it is listed, with its reason, under ``checks skipped``."""
-    out: dict[str, int | str] = {}
-    skipped = []
-    for r in reports:
-        if r.summary.get("skipped"):
-            skipped.append(f"{r.name} ({r.summary['skipped']})")
-        else:
-            out[f"check/{r.name}"] = int(bool(r.ok))
-    if skipped:
-        out["checks skipped"] = "; ".join(skipped)
+def release_metadata(outcome: Mapping, reports: Sequence[Report], manifest: pd.DataFrame,
+                     table: Mapping[str, dg.MetadataValue]) -> dict:
+    """The published release's metadata, in the order the UI lists it: the figures worth plotting over the
+    partitions first (genuine rows, counterfeits, the ``FIGURES``), then the changes, the history report, the
+    verdict table of every report that gated it (``verdict_table``) and the standard table metadata ``table``
+    (``table_metadata``). ``outcome`` is
+    ``pipeline.publish``'s summary (with ``release_changes``'s counts). No pass/fail flag is a number."""
+    rows, counterfeits = int(outcome["rows"]), int(outcome["counterfeits"])
+    return {
+        "genuine rows": rows - counterfeits,
+        "counterfeits": counterfeits,
+        **utility_metadata(outcome["utility"]),
+        **{k: int(outcome[k]) for k in ("groups", "inserts", "deletes", "updates", HELD_BACK) if k in outcome},
+        "report": history_markdown(manifest, "ncp"),
+        "checks": verdict_table(reports),
+        **table,
+    }
+
+
+def table_metadata(row_count: int, table_name: str | None = None,
+                   column_schema: dg.TableSchema | None = None) -> dict[str, dg.MetadataValue]:
+    """Dagster's standard table metadata, as dagster-duckdb and dagster-dbt set it: ``dagster/row_count``, and
+    ``dagster/table_name`` and ``dagster/column_schema`` when given (the UI shows them in the asset's overview)."""
+    out: dict[str, dg.MetadataValue] = {"dagster/row_count": dg.MetadataValue.int(row_count)}
+    if table_name is not None:
+        out["dagster/table_name"] = dg.MetadataValue.text(table_name)
+    if column_schema is not None:
+        out["dagster/column_schema"] = dg.MetadataValue.table_schema(column_schema)
     return out
 
 
-def release_metadata(outcome: Mapping, reports: Iterable[Report], manifest: pd.DataFrame) -> dict:
-    """The published release's metadata, in the order the UI lists it: the figures worth plotting over the
-    partitions first (rows with and without counterfeits, counterfeits, LM, NCP, median query error), then the
-    changes, the other utility figures, the history report, and the checks last. ``outcome`` is
-    ``pipeline.publish``'s summary (with ``release_changes``'s counts)."""
-    utility = outcome["utility"]
-    rows, counterfeits = int(outcome["rows"]), int(outcome["counterfeits"])
-    first = {"lm": "LM", "ncp": "NCP", "query_error": "median query error"}
-    meta: dict = {
-        "rows (incl. counterfeits)": rows,
-        "genuine rows": rows - counterfeits,
-        "counterfeits": counterfeits,
-        **{label: rounded(utility[k]) for k, label in first.items() if k in utility and pd.notna(utility[k])},
-        **{k: int(outcome[k]) for k in ("inserts", "deletes", "updates", HELD_BACK, "groups") if k in outcome},
-        **numeric("utility", utility, skip=[*first, "rows", "groups", "counterfeits"]),
-        "report": history_markdown(manifest, "ncp"),
-    }
-    return {**meta, **checks_passed(reports)}
+def column_schema(columns: Sequence[tuple[str, str]], attributes: Iterable[str], sensitive: str) -> dg.TableSchema:
+    """The schema of ``published.release`` from its ``(name, type)`` columns, each described by its role in the
+    DuckDB contract: release id, group, a quasi-identifier's label and bounds, the sensitive value, or a
+    non-identifier published as is."""
+    qis = set(attributes)
+
+    def role(name: str) -> str:
+        base, _, part = name.rpartition("__")
+        if name == "release_id":
+            return "the release the row belongs to"
+        if name == "group_id":
+            return "the published QI group (null where each row is generalised on its own)"
+        if base in qis and part in ("lo", "hi"):
+            return f"{'lower' if part == 'lo' else 'upper'} bound of the generalised {base}"
+        if name in qis:
+            return "quasi-identifier, generalised: the label of its interval or taxonomy node"
+        if name == sensitive:
+            return "the sensitive value, published as is"
+        return "non-identifier, published as is"
+
+    return dg.TableSchema(columns=[dg.TableColumn(name, kind.lower(), role(name)) for name, kind in columns])
 
 
 def _mapping(value) -> dict:

@@ -16,8 +16,9 @@ import dagster as dg
 
 
 class ReleaseTranslator:
-    """The names Dagster shows for a protected table. ``step`` is ``snapshot``, a model stage's name (e.g.
-    ``possible_worlds``), ``release_candidate`` or ``published_release``."""
+    """The names Dagster shows for a protected table. ``step`` is ``source`` (the external source asset),
+    ``snapshot``, a model stage's name (e.g. ``possible_worlds``), ``release_candidate`` or
+    ``published_release``."""
 
     def get_asset_key(self, table: str, step: str) -> dg.AssetKey:
         """The key of ``table``'s asset ``step``; default ``[table, step]`` (``patients/snapshot``)."""
@@ -26,6 +27,11 @@ class ReleaseTranslator:
     def get_group_name(self, table: str) -> str | None:
         """The asset group of ``table``'s assets; default the table's name."""
         return table
+
+    def get_owners(self, table: str) -> list[str]:
+        """The owners of ``table``'s assets, as Dagster writes them (``team:privacy``, an e-mail address); default
+        none."""
+        return []
 
     def get_pool(self, table: str) -> str:
         """The concurrency pool every step of ``table`` runs in; default ``privrelease_<table>``. With a pool limit
@@ -41,7 +47,7 @@ class ReleaseTable:
 
     name: str
     translator: ReleaseTranslator
-    #: The folder published releases are exported to, with their certificates (``orchestration.export``); None:
+    #: The folder published releases are exported to, with their certificates (``assets.export_asset``); None:
     #: no export.
     export: Path | None = None
 
@@ -74,6 +80,11 @@ class ReleaseTable:
     def group(self) -> str | None:
         """The asset group of the table's assets."""
         return self.translator.get_group_name(self.name)
+
+    @property
+    def owners(self) -> list[str]:
+        """The owners of the table's assets."""
+        return self.translator.get_owners(self.name)
 
     def asset_key(self, step: str) -> dg.AssetKey:
         """The key of the table's asset ``step``."""

@@ -317,6 +317,14 @@ class StoreReader(StoreSchema):
                 first=since,
             )
 
+    def published_columns(self) -> list[tuple[str, str]]:
+        """``(name, DuckDB type)`` of every column of ``published.release``, in table order (the catalogue, no
+        row read)."""
+        sql = ("SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'published' "
+               "AND table_name = 'release' ORDER BY ordinal_position")
+        with self._open() as con:
+            return [(str(name), str(kind)) for name, kind in con.execute(sql).fetchall()]
+
     def manifest(self) -> pd.DataFrame:
         """``published.manifest``, one row per release: release_id, model, params (dict), attributes (list),
         created_at (UTC), rows, groups, counterfeits, checks (dict name -> passed), utility (dict name -> value)."""

@@ -370,3 +370,13 @@ def test_a_written_domain_does_not_grow():
 def test_names_dagster_or_the_store_cannot_use_are_refused(overrides, message):
     with pytest.raises(SpecError, match=message):
         parse_spec(raw_spec(**overrides))
+
+
+def test_the_query_error_workload_is_set_by_the_spec():
+    assert parse_spec(raw_spec()).utility.selectivity == 0.1  # Xiao-Tao §5.2's default
+    spec = parse_spec(raw_spec(utility={"selectivity": 0.3, "queries": 50}))
+    assert (spec.utility.selectivity, spec.utility.queries) == (0.3, 50)
+    for bad, key in (({"selectivity": 0}, "utility.selectivity"), ({"selectivity": 1.5}, "utility.selectivity"),
+                     ({"queries": 0}, "utility.queries"), ({"theta": 0.2}, "utility:")):
+        with pytest.raises(SpecError, match=key):
+            parse_spec(raw_spec(utility=bad))

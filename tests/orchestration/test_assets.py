@@ -68,21 +68,25 @@ def test_two_releases_publish_with_metadata(tmp_path, spec_path, instance):
     snap = _metadata(r2, "snapshot")
     assert (snap["rows"], snap["inserts"], snap["deletes"], snap["updates"]) == (125, 15, 10, 5)
     meta = _metadata(r2, "published_release")
-    assert (meta["rows (incl. counterfeits)"], meta["genuine rows"]) == (125, 125)
+    assert (meta["dagster/row_count"], meta["genuine rows"]) == (125, 125)
+    assert meta["dagster/table_name"] == "releases.published.release"
+    schema = {c.name: c.description for c in meta["dagster/column_schema"].columns}
+    assert list(schema)[:2] == ["release_id", "group_id"] and "age__lo" in schema and "id" not in schema
     assert (meta["inserts"], meta["deletes"], meta["updates"], meta["held_back"]) == (15, 10, 5, 0)
-    for key in ("groups", "counterfeits", "LM", "NCP", "check/k_anonymity", "check/great_expectations"):
+    for key in ("groups", "counterfeits", "LM", "NCP"):
         assert isinstance(meta[key], int | float), key
-    assert meta["check/k_anonymity"] == 1
-    assert "data:image/svg+xml;base64," in meta["report"]
-    # what a data engineer reads: the plots first, the checks last; no figure twice; floats to 4 digits
+    verdicts = {row.data["report"]: row.data for row in meta["checks"].records}
+    assert verdicts["k_anonymity"]["outcome"] == "holds" and verdicts["great_expectations"]["outcome"] == "holds"
+    assert "data:image/svg+xml;base64," in meta["report"] and "**NCP**" in meta["report"]
+    # what a data engineer reads: the plots first; no figure twice; no pass/fail flag as a number; 4 digits
     keys = list(meta)
-    assert keys[:6] == ["rows (incl. counterfeits)", "genuine rows", "counterfeits", "LM", "NCP",
-                        "median query error"]
-    checks = [k for k in keys if k.startswith("check")]
-    assert keys[-len(checks):] == checks
-    assert not {"rows", "utility/rows", "utility/groups", "utility/counterfeits", "utility/lm"} & set(keys)
+    assert keys[:5] == ["genuine rows", "counterfeits", "LM", "NCP", "median query error"]
+    assert not [k for k in keys if k.startswith(("check/", "utility/")) or k.endswith("/ok")]
+    assert not {"rows", "rows (incl. counterfeits)"} & set(keys)
     floats = [v for v in meta.values() if isinstance(v, float)]
     assert floats and all(v == float(f"{v:.4g}") for v in floats)
+    candidate = _metadata(r2, "release_candidate")
+    assert {"LM", "NCP", "DM"} <= set(candidate) and not [k for k in candidate if "/" in k and "dagster" not in k]
     manifest = ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path)).manifest()
     assert manifest["release_id"].tolist() == [1, 2]
     assert manifest["rows"].tolist() == [120, 125]
@@ -135,8 +139,14 @@ def test_failed_blocking_check_stops_publication(tmp_path, spec_path, instance):
     assert not evaluations["guarantee"].passed
     assert not evaluations["expectations"].passed
     assert evaluations["expectations"].severity == dg.AssetCheckSeverity.ERROR
-    found = evaluations["expectations"].metadata["great_expectations/violations by group"].value
-    assert "age__hi, age__lo" in str(found)
+    (row,) = [r.data for r in evaluations["expectations"].metadata["verdict"].value.records]
+    assert (row["outcome"], row["blocking"]) == ("broken", True)
+    assert "expect_column_pair_values_a_to_be_greater_than_b on age__hi, age__lo: 1 row(s)" in row["reading"]
+    assert evaluations["expectations"].metadata["failed expectations"].value >= 1
+    guarantee = {r.data["report"]: r.data for r in evaluations["guarantee"].metadata["verdict"].value.records}
+    assert any(r["outcome"] == "broken" and r["broken"] >= 1 for r in guarantee.values())
+    assert all(set(r) == {"report", "kind", "outcome", "blocking", "reading", "checked", "broken", "bound"}
+               for r in guarantee.values())  # counts and words: no column for an id or a group
     assert not result.asset_materializations_for_node("patients__published_release")
     store = ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path))
     assert store.release_ids() == []

@@ -90,7 +90,7 @@ def test_a_translator_names_keys_groups_and_pools(tmp_path, spec_path, instance)
     defs = release_definitions(spec_path, tmp_path / "releases.duckdb", source, translator=WarehouseTranslator())
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     steps = ("snapshot", "release_candidate", "published_release")
-    assert keys == {f"warehouse/patients/{step}" for step in steps}
+    assert keys == {f"warehouse/patients/{step}" for step in (*steps, "source")}  # the source: an external asset
     candidate = dg.AssetKey(["warehouse", "patients", "release_candidate"])
     checks = {k.name for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key == candidate}
     assert checks == {"guarantee", "attacks", "expectations"}

@@ -43,6 +43,6 @@ def test_each_published_release_is_exported_and_certified_by_its_run(tmp_path, s
     assert verdicts.loc["k_anonymity", "kind"] == "guarantee" and verdicts.loc["intersection", "kind"] == "attack"
     assert verdicts.loc["great_expectations", "passed"]
     assert exported_verdicts == [(n, bool(v.passed), int(v.violations)) for n, v in verdicts.sort_index().iterrows()]
-    attacks = _check(second, "attacks")
-    assert json.loads(verdicts.loc["intersection", "summary"])["attacked"] == attacks["intersection/summary/attacked"]
-    assert verdicts.loc["intersection", "violations"] == attacks["intersection/violations"] > 0
+    attacks = {row.data["report"]: row.data for row in _check(second, "attacks")["verdict"].records}
+    assert json.loads(verdicts.loc["intersection", "summary"])["checked"] == attacks["intersection"]["checked"]
+    assert verdicts.loc["intersection", "violations"] == attacks["intersection"]["broken"] > 0

@@ -438,13 +438,15 @@ def query_error(
 
 def summarise(
     table: pd.DataFrame, counterfeits: pd.DataFrame, spec: BoundSpec, snapshot: pd.DataFrame | None = None,
-    queries: int = 200,
 ) -> dict[str, float]:
     """The utility figures of one release for the manifest and the Dagster UI: ``lm``, ``ncp``,
-    ``discernibility``, ``query_error`` (median relative error at theta = 0.1 over ``queries`` queries, seed 0;
-    NaN without the ``snapshot`` the actual answers come from), ``rows``, ``groups``, ``counterfeits``. The cost
-    is ``query_error``'s (the metrics before it are O(n log n))."""
-    error = float("nan") if snapshot is None else query_error(table, snapshot, counterfeits, spec, 0.1, queries)
+    ``discernibility``, ``query_error`` (median relative error over the spec's workload, ``spec.utility``:
+    selectivity and number of queries, seed 0; NaN without the ``snapshot`` the actual answers come from),
+    ``rows``, ``groups``, ``counterfeits``. The cost is ``query_error``'s (the metrics before it are
+    O(n log n))."""
+    workload = spec.utility
+    error = float("nan") if snapshot is None else query_error(table, snapshot, counterfeits, spec,
+                                                              workload.selectivity, workload.queries)
     return {
         "lm": loss_metric(table, spec),
         "ncp": ncp(table, spec),

@@ -168,6 +168,10 @@ class ModelDescriptor:
     stages:           steps materialised before the candidate (``Stage``), e.g. the possible-world set.
     returning:        True when ``publish`` reads the last appearance of each tuple that comes back after an
                       absence (``PreviousRelease.returning``), as m-invariance does; with ``reads == "previous"``.
+    guarantee:        what the model protects, in one sentence naming the model, its paper's authors and its
+                      parameters, from the spec (e.g. "m-invariance (Xiao & Tao), m = 4: ..."); the Dagster layer
+                      shows it as the table's asset descriptions (``describe``). None: the model's name and
+                      parameters only.
 
     Example:
         ```python
@@ -204,6 +208,15 @@ class ModelDescriptor:
     check_spec: Callable[[Spec], None] | None = None
     stages: tuple[Stage, ...] = field(default=())
     returning: bool = False
+    guarantee: Callable[[Spec], str] | None = None
+
+    def describe(self, spec: Spec) -> str:
+        """The one sentence of ``guarantee`` for ``spec`` (whose model is this one), or the model's name and
+        parameters when the model declares none."""
+        if self.guarantee is not None:
+            return self.guarantee(spec)
+        params = ", ".join(f"{k} = {v}" for k, v in spec.model.params.items())
+        return f"{self.name} ({params})" if params else self.name
 
     def parse_params(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The model's parameters from the spec's ``model`` mapping (``name`` excluded), defaults filled in.

@@ -73,7 +73,7 @@ from ..encoding import encode, sensitive_codes
 from ..judge import verifiers as verify
 from ..judge.history import Bound, History
 from ..release import PreviousRelease, Release, build_release
-from ..spec import BoundSpec
+from ..spec import BoundSpec, Spec
 from .base import HELD_BACK, ModelDescriptor, Param, PreviousPart
 from .kernels.buckets import buckets_of, hold_back_mask, refuse_unless_eligible
 from .kernels.hosts import last_groups
@@ -199,6 +199,13 @@ def judged(history: History) -> History:
     return dataclasses.replace(history, snapshots=snapshots[~out].reset_index(drop=True))
 
 
+def guarantee(spec: Spec) -> str:
+    """What m-invariance protects (Xiao-Tao Def. 4), in one sentence, for the UI."""
+    m = spec.model.params["m"]
+    return (f"m-invariance (Xiao & Tao), m = {m}: every published group holds at least {m} distinct values of "
+            f"{spec.sensitive}, and a person keeps their group's signature in every release they appear in")
+
+
 MODEL = ModelDescriptor(
     name="m_invariance",
     paper="Xiao & Tao, m-invariance, SIGMOD 2007 (§4: counterfeited generalisation)",
@@ -215,6 +222,7 @@ MODEL = ModelDescriptor(
     judged=judged,
     previous_columns=previous_columns,
     returning=True,
+    guarantee=guarantee,
 )
 
 #: What this module registers (``registry.BUILTIN``).

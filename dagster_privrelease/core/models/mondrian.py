@@ -13,7 +13,7 @@ from ..encoding import encode
 from ..judge import verifiers as verify
 from ..judge.history import Bound
 from ..release import PreviousRelease, Release, build_release
-from ..spec import BoundSpec
+from ..spec import BoundSpec, Spec
 from .base import ModelDescriptor, Param
 from .kernels.partition import FORMS, domain_widths, partition
 
@@ -51,6 +51,21 @@ def _bound_l(params) -> Bound:
     return Bound(values=int(params["l"]), tuples=int(params["l"]))
 
 
+def _guarantee_k(spec: Spec) -> str:
+    k = spec.model.params["k"]
+    return (f"k-anonymity (Mondrian, LeFevre et al.), k = {k}: every published group holds at least {k} people, "
+            "so a person's quasi-identifiers match at least k rows; within one release only, nothing is promised "
+            "across releases")
+
+
+def _guarantee_l(spec: Spec) -> str:
+    l, form = spec.model.params["l"], spec.model.params["form"]  # noqa: E741
+    rule = (f"no value of {spec.sensitive} holds more than 1/{l} of a group" if form == "frequency"
+            else f"every group holds at least {l} distinct values of {spec.sensitive}")
+    return (f"l-diversity ({form} form, Mondrian), l = {l}: every published group links its people to at least "
+            f"{l} values of {spec.sensitive} ({rule}); within one release only, nothing is promised across releases")
+
+
 #: The single-release baselines: their attacks are reported, never blocking (``across_releases=False``).
 MODELS = (
     ModelDescriptor(
@@ -62,6 +77,7 @@ MODELS = (
         bound=_bound_k,
         across_releases=False,
         reads="nothing",
+        guarantee=_guarantee_k,
     ),
     ModelDescriptor(
         name="l_diversity",
@@ -76,5 +92,6 @@ MODELS = (
         across_releases=False,
         reads="nothing",
         diversity_param="l",
+        guarantee=_guarantee_l,
     ),
 )

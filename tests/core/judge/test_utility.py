@@ -255,3 +255,20 @@ def test_query_error_of_the_papers_table_is_pinned():
     lo, hi = utility.random_queries(xiao_tao.table_2a(), spec, 0.5, 100, np.random.default_rng(3), names)
     got = utility.query_estimate(args[0], args[2], spec, lo, hi, names)
     assert np.array_equal(got, _estimate_over_the_cube(args[0], args[2], spec, lo, hi, names))
+
+
+def test_summarise_measures_the_query_error_on_the_spec_workload():
+    """The spec's ``utility`` sets the workload: the figure is ``query_error`` at that selectivity and count."""
+    import dataclasses
+
+    from dagster_privrelease.core.spec import Workload
+
+    snapshot, table, counterfeits = xiao_tao.table_2a(), xiao_tao.table_3a(), xiao_tao.table_3b()
+    base = xiao_tao.spec().bind(snapshot)
+    for selectivity, queries in ((0.1, 200), (0.6, 40)):
+        spec = dataclasses.replace(base, utility=Workload(selectivity, queries))
+        out = utility.summarise(table, counterfeits, spec, snapshot=snapshot)["query_error"]
+        assert out == utility.query_error(table, snapshot, counterfeits, spec, selectivity, queries)
+    wide = dataclasses.replace(base, utility=Workload(0.6, 40))
+    assert utility.summarise(table, counterfeits, wide, snapshot=snapshot)["query_error"] != \
+        utility.summarise(table, counterfeits, base, snapshot=snapshot)["query_error"]

@@ -44,7 +44,7 @@ from ...encoding import dense_unique, encode, sensitive_codes
 from ...judge.history import Bound
 from ...judge.verifiers import verify_m_distinct
 from ...release import PreviousRelease, Release, build_release
-from ...spec import BoundSpec
+from ...spec import BoundSpec, Spec
 from ..base import ModelDescriptor, Param, PreviousPart
 from ..kernels.hosts import last_groups
 from ..kernels.partition import domain_widths
@@ -106,6 +106,14 @@ def previous_columns(spec: BoundSpec) -> dict[PreviousPart, tuple[str, ...]]:
             "counterfeits": ("group_id",), "hosting": (spec.id, "group_id")}
 
 
+def guarantee(spec: Spec) -> str:
+    """What m-Distinct protects (Li-Zhou Def. 15), in one sentence, for the UI."""
+    m = spec.model.params["m"]
+    return (f"m-Distinct (Li & Zhou), m = {m}: every published group holds {m} distinct values of {spec.sensitive}, "
+            f"and across releases a person's group stays consistent with the declared update sets, so the values "
+            f"they may hold never narrow below {m}, updates included")
+
+
 MODEL = ModelDescriptor(
     name="m_distinct",
     paper="Li & Zhou, m-Distinct (§IV Defs. 12-15, §V Algorithms 1-3: create buckets, assign records, split)",
@@ -124,6 +132,7 @@ MODEL = ModelDescriptor(
     previous_columns=previous_columns,
     check_spec=check_spec,
     returning=True,
+    guarantee=guarantee,
     skipped_attacks={
         name: "it assumes a sensitive value never changes across releases; m_distinct publishes internal updates "
               "(Li-Zhou Defs. 1-2), whose adversary is the SUG attack (§III), run instead"

@@ -37,7 +37,7 @@ import pandas as pd
 from ...judge.history import Bound
 from ...judge.verifiers.shmueli_tassa import source_column, verify_sequential_l_diversity
 from ...release import PreviousRelease, Release
-from ...spec import BoundSpec
+from ...spec import BoundSpec, Spec
 from ..base import ModelDescriptor, Param, PermutationView, Stage
 from .information_loss import LOSSES
 from .possible_worlds import extend_worlds
@@ -71,6 +71,14 @@ def _bound(params: Mapping[str, Any]) -> Bound:
     return Bound(values=int(params["l"]), tuples=int(params["l"]))
 
 
+def guarantee(spec: Spec) -> str:
+    """What sequential ℓ-diversity protects (Shmueli-Tassa Def. 3.3, Theorem 4.4), in one sentence, for the UI."""
+    l = spec.model.params["l"]  # noqa: E741
+    return (f"sequential l-diversity (Shmueli & Tassa), l = {l}: every person is linked to {l} different values of "
+            f"{spec.sensitive}, each in 1/{l} of the possible worlds, whichever releases an adversary combines; "
+            "insertions only")
+
+
 MODEL = ModelDescriptor(
     name="sequential_l_diversity",
     paper="Shmueli & Tassa, Privacy by diversity in sequential releases of databases, Inf. Sci. 2015 "
@@ -91,6 +99,7 @@ MODEL = ModelDescriptor(
     vertical=True,
     reads="previous",
     diversity_param="l",
+    guarantee=guarantee,
     stages=(Stage("possible_worlds", "the l - 1 fake possible worlds of Shmueli-Tassa Alg. 1, extended by every "
                   "inserted batch (§5.2); private", run=run_possible_worlds,
                   views={"possible_world": PermutationView(source_column)}),),

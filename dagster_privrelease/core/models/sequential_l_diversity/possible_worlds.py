@@ -256,7 +256,9 @@ def _inserted(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease
         raise NotPublishable(
             f"{int(gone.sum())} tuple(s) of release {previous.release_id} are not in the snapshot (deleted); "
             f"sequential_l_diversity supports insertions only (Shmueli-Tassa §5.2; deletions are left open in §5.3: "
-            f"critical absence). Use the m_invariance model for deletions, or m_distinct for deletions and updates"
+            f"critical absence). To publish now, release a snapshot that still holds them (without the deletions); a "
+            f"history with deletions needs a new store, under m_invariance (deletions) or m_distinct (deletions and "
+            f"updates)"
         )
     shared = [c for c in snapshot.columns if c in before.columns and c != spec.id]
     now = snapshot.loc[kept, shared].reset_index(drop=True)
@@ -271,8 +273,9 @@ def _inserted(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease
         raise NotPublishable(
             f"{int(changed.sum())} tuple(s) of release {previous.release_id} were updated ({rows_text(rows)} of "
             f"the snapshot; the first in column {column!r}); sequential_l_diversity "
-            f"supports insertions only (Shmueli-Tassa §5.2; updates are left open in §5.3). Use the m_distinct "
-            f"model for updates, or delete and re-insert under a new id with m_invariance"
+            f"supports insertions only (Shmueli-Tassa §5.2; updates are left open in §5.3). To publish now, release "
+            f"the snapshot with their earlier values (without the updates); a history with updates needs a new "
+            f"store, under m_distinct"
         )
     return np.flatnonzero(~kept)
 
@@ -306,8 +309,8 @@ def extend_worlds(
     """The compact worlds of T(n) (``snapshot``): those of release n-1 (``previous.state["possible_worlds"]``)
     unioned with Algorithm 1 on the tuples inserted since (§5.2); Algorithm 1 on all of T for the first release.
 
-    NotPublishable for a deletion or an update (§5.3: pointing to m_invariance / m_distinct), for a batch that
-    is not ℓ-diverse, and for a previous release without a possible-world set. An insertion-free release reuses
+    NotPublishable for a deletion or an update (§5.3: saying what can be released now, and the models of a new
+    store), for a batch that is not ℓ-diverse, and for a previous release without a possible-world set. An insertion-free release reuses
     the worlds as they are. Cost: Algorithm 1 on the batch, plus O(|T(n)|) to compare and concatenate.
     """
     params = spec.model.params

@@ -475,6 +475,16 @@ def _release(snapshot: pd.DataFrame, spec: BoundSpec, cuts: Sequence, generalise
                    tuple(spec.quasi_identifiers))
 
 
+def guarantee(spec: Spec) -> str:
+    """What (X,Y)-privacy protects (Wang-Fung §3.1, §7), in one sentence, for the UI."""
+    params = spec.model.params
+    x, y, k = ", ".join(params["X"]), ", ".join(params["Y"]) or "the join key", params["k"]
+    rule = (f"every value of ({x}) is linked to at least {k:g} distinct values of ({y})" if params["kind"] == ANONYMITY
+            else f"no value of ({x}) infers a value of ({y}) with confidence above {k:g}")
+    return (f"(X,Y)-{params['kind']} (Wang & Fung), k = {k:g}: {rule}, in this release joined with every earlier "
+            "one")
+
+
 MODEL = ModelDescriptor(
     name="xy_privacy",
     paper="Wang & Fung, Anonymizing Sequential Releases, KDD 2006 (Algorithm 1 TDS4SA, §5.3-5.4, §7)",
@@ -486,6 +496,7 @@ MODEL = ModelDescriptor(
     vertical=True,
     reads="all",
     check_spec=check_spec,
+    guarantee=guarantee,
 )
 
 #: What this module registers (``registry.BUILTIN``).
