@@ -1,7 +1,7 @@
 """The YAML way to protect a table: ``ProtectedTableComponent``, a Dagster component configured by a ``defs.yaml``.
 
 A ``defs.yaml`` of type ``dagster_privrelease.ProtectedTableComponent`` names the release spec, the release store,
-the source (a ``source:`` block, ``sources.SourceBlock``), optionally a folder of release requests and a
+the source (a ``source:`` block, ``SourceBlock``), optionally a folder of release requests and a
 ``translation:`` block; loading it calls ``release_definitions``, so the table gets exactly the assets, checks,
 sensors and job of the Python factory. ``dg scaffold defs dagster_privrelease.ProtectedTableComponent <name>``
 writes a commented ``defs.yaml`` and an example spec (``ProtectedTableScaffolder``). Relative paths are read
@@ -12,15 +12,92 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field
 
 from ..errors import SpecError
 from .definitions import release_definitions
-from .sources import SourceBlock
+from .landing_zone import LandingZoneSource
+from .postgres_source import PostgresTableSource
+from .sources import DuckDBChangeLogSource, DuckDBTableSource, Source
 from .translator import ReleaseTranslator
+
+
+class SourceKind(dg.Resolvable, dg.Model):
+    """One kind of a component's ``source:`` block: its ``kind`` names it and its other keys configure it;
+    ``build`` makes the ``Source``. A new kind is a subclass with a ``kind`` literal of its own, added to
+    ``SourceBlock``."""
+
+    def build(self, folder: Path) -> Source:
+        """The configured source; relative file paths are read from ``folder`` (the folder of the defs.yaml)."""
+        raise NotImplementedError(type(self).__name__)
+
+
+class DuckDBTableKind(SourceKind):
+    """``kind: duckdb_table``: a plain DuckDB table (``DuckDBTableSource``)."""
+
+    kind: Literal["duckdb_table"] = Field(description="A plain DuckDB table, one row per individual.")
+    database: str = Field(description="The DuckDB file holding the table; relative to the folder of the defs.yaml.")
+    table: str = Field(description="The table, e.g. 'source.people'.")
+
+    def build(self, folder: Path) -> DuckDBTableSource:
+        """A ``DuckDBTableSource`` on ``folder / database``."""
+        return DuckDBTableSource(database=str(folder / self.database), table=self.table)
+
+
+class DuckDBChangeLogKind(SourceKind):
+    """``kind: duckdb_change_log``: a DuckDB change log (``DuckDBChangeLogSource``)."""
+
+    kind: Literal["duckdb_change_log"] = Field(
+        description="A DuckDB change log (position, op, <id>, <columns>); a release's key is its log position."
+    )
+    database: str = Field(description="The DuckDB file holding the log; relative to the folder of the defs.yaml.")
+    table: str = Field(description="The change-log table, e.g. 'source.people_log'.")
+
+    def build(self, folder: Path) -> DuckDBChangeLogSource:
+        """A ``DuckDBChangeLogSource`` on ``folder / database``."""
+        return DuckDBChangeLogSource(database=str(folder / self.database), table=self.table)
+
+
+class PostgresTableKind(SourceKind):
+    """``kind: postgres_table``: a PostgreSQL table replayed from its change feed (``PostgresTableSource``); the
+    connection string is read from an environment variable when the source is used, so neither the defs.yaml nor
+    the UI shows it."""
+
+    kind: Literal["postgres_table"] = Field(
+        description="A PostgreSQL table with the change feed `privrelease change-feed` installs; a release's key is "
+        "the feed's commit position."
+    )
+    table: str = Field(description="The table, 'schema.table' or 'table'.")
+    dsn_env: str = Field(
+        default="PRIVRELEASE_DSN", description="The environment variable holding the libpq connection string."
+    )
+    feed_schema: str = Field(default="privrelease", description="The schema of the change feed's tables.")
+
+    def build(self, folder: Path) -> PostgresTableSource:
+        """A ``PostgresTableSource`` whose DSN is ``dg.EnvVar(dsn_env)``."""
+        return PostgresTableSource(dsn=dg.EnvVar(self.dsn_env), table=self.table, feed_schema=self.feed_schema)
+
+
+class LandingZoneKind(SourceKind):
+    """``kind: landing_zone``: a folder of Parquet/CSV snapshot and changes files (``LandingZoneSource``)."""
+
+    kind: Literal["landing_zone"] = Field(
+        description="A folder of complete snapshot-*/changes-* Parquet or CSV files, applied in name order."
+    )
+    folder: str = Field(description="The folder the files land in; relative to the folder of the defs.yaml.")
+    op: str = Field(default="op", description="The column of a changes file holding insert, update or delete.")
+
+    def build(self, folder: Path) -> LandingZoneSource:
+        """A ``LandingZoneSource`` on ``folder / self.folder``."""
+        return LandingZoneSource(folder=str(folder / self.folder), op=self.op)
+
+
+#: A component's ``source:`` block: one of the kinds, told apart by its ``kind`` key (each kind's ``Literal``; a
+#: plain union, as Dagster's component models also accept a template string in every field).
+SourceBlock = DuckDBTableKind | DuckDBChangeLogKind | PostgresTableKind | LandingZoneKind
 
 
 class Translation(dg.Resolvable, dg.Model):
@@ -68,8 +145,10 @@ attributes:
   # Relative to this folder, or absolute; templates work, e.g. "{{{{ env('RELEASES_DIR', '.') }}}}/x.duckdb".
   store: releases.duckdb
 
-  # Where the rows come from. kind: duckdb_table (a plain table, captured at each release) or
-  # duckdb_change_log (position, op, <id>, <columns>; a release's key is its log position).
+  # Where the rows come from. kind: duckdb_table (a plain table, captured at each release),
+  # duckdb_change_log (position, op, <id>, <columns>; a release's key is its log position),
+  # postgres_table (table, dsn_env: the variable holding the connection string, default PRIVRELEASE_DSN;
+  # `privrelease change-feed` installs its feed) or landing_zone (folder of snapshot-*/changes-* files).
   source:
     kind: duckdb_table
     database: source.duckdb
@@ -78,6 +157,10 @@ attributes:
   # Optional: a folder of release-request files (attributes: [...]) the request sensor turns into releases
   # (the vertical models, e.g. sequential l-diversity). Default: no request sensor.
   # requests: requests
+
+  # Optional: a folder each published release is exported to as Parquet (release_id=N/ folders), with its
+  # certificate. Default: no export.
+  # export: export
 
   # Optional: other names for the assets, group and pool. Defaults: <spec name>/<step>, group <spec name>,
   # pool privrelease_<spec name>.
@@ -158,6 +241,11 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
     translation: Translation | None = Field(
         default=None, description="Other names for the assets, group and pool. Default: the package's names."
     )
+    export: str | None = Field(
+        default=None,
+        description="A folder each published release is exported to as Parquet partitioned by release, with its "
+        "certificate (the asset exported_release); relative to the folder of the defs.yaml. Default: no export.",
+    )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         """``release_definitions`` with the attributes' paths read from ``context.path`` (the defs.yaml's folder).
@@ -175,6 +263,7 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
                 self.source.build(folder),
                 requests=None if self.requests is None else folder / self.requests,
                 translator=None if self.translation is None else TranslatedNames(self.translation),
+                export=None if self.export is None else folder / self.export,
                 inline_spec=inline,
             )
         except SpecError as exc:

@@ -15,9 +15,10 @@ The snapshot asset reads a source, the source sensor fingerprints it and asks it
   change feed the tool installs, keyed by the feed's commit position; ``LandingZoneSource`` (``landing_zone``), a
   folder of Parquet/CSV snapshot and changes files, captured like a plain table.
 
-A new kind (e.g. a PostgreSQL table) is one class with the four members of ``Source``; ``release_definitions``
-takes any of them. The YAML component configures a source through its ``source:`` block, one ``SourceKind``
-per kind, told apart by the block's ``kind`` key (``SourceBlock``): a new kind adds its ``SourceKind`` there. The kinds Dagster configures are ``ConfigurableResource``s whose fields carry descriptions.
+A new kind is one class with the four members of ``Source``; ``release_definitions``
+takes any of them. The YAML component configures a source through its ``source:`` block, one
+``component.SourceKind`` per kind, told apart by the block's ``kind`` key (``component.SourceBlock``). The kinds
+Dagster configures are ``ConfigurableResource``s whose fields carry descriptions.
 A DuckDB source file is opened read-only and briefly, so the process that writes the table keeps writing.
 """
 
@@ -25,8 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import dagster as dg
 import duckdb
@@ -239,44 +239,3 @@ class FrameSource:
     def next_key(self, keys: list[str], fingerprint: Fingerprint) -> str:
         """One past the highest existing key."""
         return _after(keys)
-
-
-class SourceKind(dg.Resolvable, dg.Model):
-    """One kind of a component's ``source:`` block (``component.ProtectedTableComponent``): its ``kind`` names it
-    and its other keys configure it; ``build`` makes the ``Source``. A new kind is a subclass with a ``kind``
-    literal of its own, added to ``SourceBlock``."""
-
-    def build(self, folder: Path) -> Source:
-        """The configured source; relative file paths are read from ``folder`` (the folder of the defs.yaml)."""
-        raise NotImplementedError(type(self).__name__)
-
-
-class DuckDBTableKind(SourceKind):
-    """``kind: duckdb_table``: a plain DuckDB table (``DuckDBTableSource``)."""
-
-    kind: Literal["duckdb_table"] = Field(description="A plain DuckDB table, one row per individual.")
-    database: str = Field(description="The DuckDB file holding the table; relative to the folder of the defs.yaml.")
-    table: str = Field(description="The table, e.g. 'source.people'.")
-
-    def build(self, folder: Path) -> DuckDBTableSource:
-        """A ``DuckDBTableSource`` on ``folder / database``."""
-        return DuckDBTableSource(database=str(folder / self.database), table=self.table)
-
-
-class DuckDBChangeLogKind(SourceKind):
-    """``kind: duckdb_change_log``: a DuckDB change log (``DuckDBChangeLogSource``)."""
-
-    kind: Literal["duckdb_change_log"] = Field(
-        description="A DuckDB change log (position, op, <id>, <columns>); a release's key is its log position."
-    )
-    database: str = Field(description="The DuckDB file holding the log; relative to the folder of the defs.yaml.")
-    table: str = Field(description="The change-log table, e.g. 'source.people_log'.")
-
-    def build(self, folder: Path) -> DuckDBChangeLogSource:
-        """A ``DuckDBChangeLogSource`` on ``folder / database``."""
-        return DuckDBChangeLogSource(database=str(folder / self.database), table=self.table)
-
-
-#: A component's ``source:`` block: one of the kinds, told apart by its ``kind`` key (each kind's ``Literal``; a
-#: plain union, as Dagster's component models also accept a template string in every field).
-SourceBlock = DuckDBTableKind | DuckDBChangeLogKind
