@@ -3,6 +3,9 @@ same outputs, bit for bit, ties included (coarse grids of QI values make ties co
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -93,3 +96,18 @@ def test_m_distinct_stream_publishes_the_same_tables_through_the_compiled_greedy
         pd.testing.assert_frame_equal(a.table, b.table)
         pd.testing.assert_frame_equal(a.counterfeits, b.counterfeits)
         pd.testing.assert_frame_equal(a.hosting, b.hosting)
+
+
+def test_numba_is_imported_by_the_first_kernel_call_not_by_the_package():
+    """The package, its models, pipeline and CLI import without numba (a step that runs no kernel pays nothing);
+    the first kernel call imports it; a loop numba cannot cache still compiles."""
+    code = ("import sys; import dagster_privrelease, dagster_privrelease.pipeline, dagster_privrelease.cli; "
+            "from dagster_privrelease.core.models import m_distinct, m_invariance; "
+            "assert 'numba' not in sys.modules, 'imported early'; "
+            "from dagster_privrelease.core.models.m_distinct.assignment import _greedy; _greedy.machine_code(); "
+            "assert 'numba' in sys.modules, 'not imported'; "
+            # a loop numba cannot cache (no source file: no folder to cache it in) is compiled all the same
+            "from dagster_privrelease.core.models.kernels.compiled import Kernel; import numpy as np; "
+            "assert Kernel(lambda a: a * 2, np.negative)(np.arange(3)).tolist() == [0, 2, 4]")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

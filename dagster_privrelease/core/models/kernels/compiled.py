@@ -6,7 +6,8 @@ numpy arrays and compiled by numba (``njit(cache=True)``), beside the numpy refe
 compare both). numba is imported, and the loop compiled, on the first call of a kernel, not when the package is
 imported: a step that runs no kernel pays nothing. The machine code is cached on disk (``cache=True``) and read
 back by the next process: next to the module when its folder is writable, else under
-``$PRIVRELEASE_CACHE/numba`` (default ``~/.cache/dagster_privrelease/numba``; ``NUMBA_CACHE_DIR`` when set wins).
+``$PRIVRELEASE_CACHE/numba`` (default ``~/.cache/dagster_privrelease/numba``; ``NUMBA_CACHE_DIR`` when set wins);
+with no folder numba can write, each process compiles its kernels again (about a second each).
 Kernels take and mutate numpy arrays only, one partition of the codes at a time.
 """
 
@@ -58,7 +59,11 @@ class Kernel:
 
     @functools.cached_property
     def _compiled(self) -> Callable[..., Any]:
-        return _numba().njit(cache=True, nogil=True)(self.loop)
+        numba = _numba()
+        try:
+            return numba.njit(cache=True, nogil=True)(self.loop)
+        except RuntimeError:  # numba found no folder to cache in: compiled again by every process
+            return numba.njit(nogil=True)(self.loop)
 
     def machine_code(self) -> Callable[..., Any]:
         """The compiled loop: numba's dispatcher, made on first use."""
