@@ -3,6 +3,7 @@ output is not a terminal, and the same steps in the Dagster run's event log."""
 
 from __future__ import annotations
 
+import io
 import re
 
 import dagster as dg
@@ -94,3 +95,14 @@ def test_dagster_run_log_has_the_step_lines(files):
     names = step_lines("\n".join(logged))
     assert names == step_lines("\n".join(heard))  # the run log and the caller's reporter hear the same steps
     assert_release_steps(names)
+
+
+def test_cli_on_a_terminal_prints_each_finished_step_under_a_status_line(files, monkeypatch):
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "console", Console(file=screen, width=200, force_terminal=True))
+    result = CliRunner().invoke(cli.app, ["release", "--spec", str(files / "ward.yaml"), "--db",
+                                          str(files / "ward.duckdb"), "--snapshot", str(files / "first.csv")])
+    assert result.exit_code == 0, result.output
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # without the terminal's escape codes
+    assert re.search(r"✓ model / split: \d+\.\d\d s", shown) and re.search(r"✓ publication: \d+\.\d\d s", shown)
+    assert "release 1 published" in shown
