@@ -15,7 +15,10 @@ from typer.testing import CliRunner
 
 from dagster_privrelease import cli
 from dagster_privrelease.core.progress import LineReporter, reporting, step
+from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.orchestration import run_release
+from dagster_privrelease.pipeline import release_next
+from dagster_privrelease.storage import ReleaseStore
 
 SPEC = {
     "name": "ward",
@@ -36,7 +39,7 @@ STEPS = ["staging", "model / previous signatures", "model / buckets", "model / s
          "expectations", "publication"]
 #: Steps that end in this order (the candidate's two checks may run in either order).
 ORDER = ["staging", "model / split", "model", "judge", "publication"]
-LINE = re.compile(r"^(?P<name>[a-z /]+): \d+\.\d\d s$")
+LINE = re.compile(r"^(?P<name>[a-z_ /]+): \d+\.\d\d s$")
 
 
 @pytest.fixture
@@ -106,3 +109,13 @@ def test_cli_on_a_terminal_prints_each_finished_step_under_a_status_line(files, 
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # without the terminal's escape codes
     assert re.search(r"✓ model / split: \d+\.\d\d s", shown) and re.search(r"✓ publication: \d+\.\d\d s", shown)
     assert "release 1 published" in shown
+
+
+def test_release_next_reports_its_steps_to_the_reporter_passed_in(files):
+    store = ReleaseStore(files / "ward.duckdb", load_spec(files / "ward.yaml"))
+    assert release_next(store, FIRST)["outcome"] == "published"  # silent: no reporter
+    heard: list[str] = []
+    assert release_next(store, SECOND, progress=LineReporter(heard.append))["outcome"] == "published"
+    names = step_lines("\n".join(heard))
+    assert len(names) == len(heard)  # every line reads ``<step>: <seconds> s``
+    assert_release_steps([*names, "expectations"])  # the library's release runs no Great Expectations check
