@@ -24,9 +24,11 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.status import Status
 from rich.table import Table
 
 from .core.judge.history import Report
+from .core.progress import LineReporter, Reporter, line
 from .core.spec import Spec, load_spec
 from .errors import PrivReleaseError
 from .pipeline import check_model, model_spec, read_snapshot, release_changes
@@ -108,6 +110,38 @@ def progress() -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
+class StatusSteps:
+    """A release's steps on a terminal (``core.progress.Reporter``): the rich status line names the step that is
+    running (the innermost), and each finished step is printed above it with its seconds."""
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        self.running: list[str] = []
+
+    def started(self, name: str) -> None:
+        """Show ``name`` as the running step."""
+        self.running.append(name)
+        self.status.update(f"{name} …")
+
+    def finished(self, name: str, seconds: float) -> None:
+        """Print ``name: seconds s`` and show the step around it (if any) as running again."""
+        self.running.remove(name)
+        console.print(f"[green]✓[/] {line(name, seconds)}", highlight=False, soft_wrap=True)
+        self.status.update(f"{self.running[-1]} …" if self.running else "releasing …")
+
+
+@contextmanager
+def showing_steps() -> Iterator[Reporter]:
+    """What hears a release's steps (``core.progress``): on a terminal a rich status line with the running step and
+    a line per finished step (``StatusSteps``); otherwise (a pipe, a log file) one line per finished step,
+    ``<step>: <seconds> s``, printed as it ends."""
+    if console.is_terminal:
+        with console.status("releasing …") as status:
+            yield StatusSteps(status)
+    else:
+        yield LineReporter(lambda text: console.print(text, highlight=False, soft_wrap=True))
+
+
 def existing_store(db: Path, spec: Spec) -> ReleaseStore:
     """The store at ``db``; refuses a path with no file rather than creating an empty store."""
     if not db.exists():
@@ -135,7 +169,8 @@ def release(
     """Publish SNAPSHOT as the next release through the Dagster release job, in-process: stage it, run the
     model, run the blocking checks, publish it. A SNAPSHOT with the rows of the last published release publishes
     nothing (exit 0, "unchanged"), so running the same command again is safe. After a refusal, fix the data and
-    run it again: the refused snapshot is replaced, nothing has to be discarded."""
+    run it again: the refused snapshot is replaced, nothing has to be discarded. Each step is shown as it runs
+    (staging, the model's phases, the judge's verifiers and attacks, publication), with its seconds."""
     from .orchestration import run_release
 
     names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
@@ -148,9 +183,8 @@ def release(
         # than replacing the snapshot this release is publishing
         store = ReleaseStore(db, loaded)
         with store.session():
-            with console.status("releasing through the Dagster release job (snapshot, candidate, checks, "
-                                "publication)"):
-                row = run_release(spec, db, frame, attributes=names)
+            with showing_steps() as steps:
+                row = run_release(spec, db, frame, attributes=names, progress=steps)
             if row["outcome"] == "unchanged":
                 console.print(f"unchanged: {snapshot} holds the rows of release {row['release_id']}, the last one "
                               f"published to {db}; release {row['release_id']} stands and nothing was published",

@@ -42,6 +42,7 @@ from .core.judge.run import attack_history, verify_history
 from .core.judge.utility import summarise
 from .core.models.base import HELD_BACK
 from .core.models.recorded import RECORDED
+from .core.progress import Reporter, reporting, step
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
 from .core.stream import changes
@@ -190,9 +191,10 @@ def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> pd.DataFram
     replaced, with everything staged with it, when it has other rows). SnapshotError for rows the spec refuses,
     StoreError for an id out of order, SpecError for a spec whose model or parameters differ from the history's
     (``check_model``)."""
-    store.ensure_schema()
-    check_model(store)
-    return store.stage_snapshot(release_id, df)
+    with step("staging"):
+        store.ensure_schema()
+        check_model(store)
+        return store.stage_snapshot(release_id, df)
 
 
 def check_model(store: ReleaseStore) -> None:
@@ -284,8 +286,15 @@ def prepare(store: ReleaseStore, release_id: int, stage: str) -> dict[str, pd.Da
     """Run the model's stage ``stage`` (``ModelDescriptor.stages``, e.g. the possible-world set) on the staged
     T(release_id) and keep its frames privately with the release (``store.stage_state``); return them.
 
-    Reads what the model reads of the past and ``release_rng(spec, i)``, so a re-run is identical.
+    Reads what the model reads of the past and ``release_rng(spec, i)``, so a re-run is identical. Reported as the
+    step ``model stage <stage>`` (``core.progress``).
     """
+    with step(f"model stage {stage}"):
+        return _prepare(store, release_id, stage)
+
+
+def _prepare(store: ReleaseStore, release_id: int, stage: str) -> dict[str, pd.DataFrame]:
+    """``prepare``'s body."""
     snapshot = staged_snapshot(store, release_id)
     spec = store.bound_spec(snapshot)
     model = models.descriptor(spec.model.name)
@@ -304,7 +313,14 @@ def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[st
     descriptor says it reads of the past (``ModelDescriptor.reads``; Xiao-Tao Lemma 4: release i-1), the frames
     its stages kept for release i (``prepare``), and ``release_rng(spec, i)``, so a re-run is identical.
     ``attributes`` restricts the published quasi-identifiers (a projection request); None publishes all.
+    Reported as the step ``model``, the model's own phases inside it (``core.progress``).
     """
+    with step("model"):
+        return _make_candidate(store, release_id, attributes)
+
+
+def _make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None) -> Release:
+    """``make_candidate``'s body."""
     snapshot = staged_snapshot(store, release_id)
     bound = store.bound_spec(snapshot)
     spec = model_spec(bound, attributes)
@@ -349,13 +365,22 @@ def judge(store: ReleaseStore, release_id: int) -> list[Report]:
     judging release i costs what releases i-1 and i cost; when a verifier or attack needs more
     (``IncompleteHistory``: a memo is missing, or it reads every release), the complete history is read and judged
     instead. The candidate sets the attacks computed, and the judge's memo of release i, are kept in the store.
+    Reported as the step ``judge``, with ``reading the history``, each verifier and attack and ``saving the
+    memo`` inside it (``core.progress``).
     """
-    if release_id > 2:
-        try:
-            return _judge(store, store.history(candidate=release_id, since=release_id - 1))
-        except IncompleteHistory:
-            pass
-    return _judge(store, store.history(candidate=release_id))
+    with step("judge"):
+        if release_id > 2:
+            try:
+                return _judge(store, _history(store, release_id, since=release_id - 1))
+            except IncompleteHistory:
+                pass
+        return _judge(store, _history(store, release_id))
+
+
+def _history(store: ReleaseStore, release_id: int, since: int = 1) -> History:
+    """The history ``judge`` reads (``ReleaseStore.history``), as the step ``reading the history``."""
+    with step("reading the history"):
+        return store.history(candidate=release_id, since=since)
 
 
 def _judge(store: ReleaseStore, history: History) -> list[Report]:
@@ -370,8 +395,9 @@ def _judge(store: ReleaseStore, history: History) -> list[Report]:
             report.summary["kind"] = kind
             report.summary["blocking"] = kind == "guarantee" or model.across_releases
             reports.append(report)
-    store.save_candidate_sets({j: css for j, css in history.candidate_sets.items() if kept.get(j) is not css})
-    store.save_judge_memo({key: frame for key, frame in history.memo.items() if key[1] == release_id})
+    with step("saving the memo"):
+        store.save_candidate_sets({j: css for j, css in history.candidate_sets.items() if kept.get(j) is not css})
+        store.save_judge_memo({key: frame for key, frame in history.memo.items() if key[1] == release_id})
     return reports
 
 
@@ -392,11 +418,18 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
     Refuses (NotPublishable naming each failed report, its violation count and the release and group of its
     first violation, never an individual) when a blocking report failed. The summary: release_id, model, rows
     (counterfeits included), groups, counterfeits, inserts, deletes, updates, held_back (``release_changes``),
-    checks (name -> passed) and utility (``core.judge.utility.summarise``).
+    checks (name -> passed) and utility (``core.judge.utility.summarise``). Reported as the step ``publication``
+    (``core.progress``).
     """
     failed = blocking_failures(reports)
     if failed:
         raise NotPublishable(refusal(release_id, failed))
+    with step("publication"):
+        return _publish(store, release_id, reports)
+
+
+def _publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> dict:
+    """``publish``'s body, once no blocking report failed."""
     release = store.candidate(release_id)
     snapshot = store.snapshot(release_id)
     spec = store.bound_spec(snapshot)
@@ -466,15 +499,16 @@ def release_next(
     store: ReleaseStore,
     df: pd.DataFrame,
     attributes: Sequence[str] | None = None,
+    progress: Reporter | None = None,
 ) -> dict:
     """Stage, make the candidate, judge and publish ``df`` as the next release; return ``publish``'s summary with
-    ``outcome`` "published".
+    ``outcome`` "published". ``progress`` hears each step as it runs (``core.progress``; default: silent).
 
     When ``df`` holds the rows of the last published release (``unchanged``), publishes nothing and returns that
     release's manifest row with ``outcome`` "unchanged". A snapshot staged earlier for the next release and never
     published (a refusal) is replaced by ``df`` (``stage``): fixing the data is all a refusal asks for.
     """
-    with store.session():
+    with store.session(), reporting(progress):
         last = unchanged(store, df, attributes)
         if last is not None:
             row = store.manifest().set_index("release_id").loc[last].to_dict()

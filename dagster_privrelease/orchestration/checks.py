@@ -93,7 +93,7 @@ def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey, guarantee: st
             candidate_release = part.store.candidate(part.release_id)
             snapshot = part.store.snapshot(part.release_id)
             spec = part.store.bound_spec(snapshot)
-        outcome = validate_release(candidate_release.table, spec, snapshot, candidate_release.attributes)
+            outcome = validate_release(candidate_release.table, spec, snapshot, candidate_release.attributes)
         return result("expectations", candidate, [outcome])
 
     return [judge_candidate, expectations]

@@ -24,6 +24,7 @@ import pandas as pd
 
 from .. import pipeline
 from ..core import models
+from ..core.progress import Reporter, reporting
 from ..core.spec import Spec, load_spec, parse_spec
 from ..errors import NotPublishable, PrivReleaseError
 from ..storage import ReleaseStore
@@ -131,6 +132,7 @@ def run_release(
     snapshot_df: pd.DataFrame,
     instance: dg.DagsterInstance | None = None,
     attributes: Sequence[str] | None = None,
+    progress: Reporter | None = None,
 ) -> dict:
     """Publish ``snapshot_df`` as the next release of the store at ``db_path`` through the release job.
 
@@ -160,6 +162,9 @@ def run_release(
         snapshot_df: T(n), every row of the table now, with the spec's columns.
         instance: the Dagster instance to run on; None for an ephemeral one.
         attributes: the quasi-identifiers this release publishes (vertical models); None for all.
+        progress: hears each step of the run as it starts and ends (``core.progress``: staging, the model's
+            phases, the judge's verifiers and attacks, publication); None is silent. The run's event log has the
+            same steps either way.
 
     Returns:
         The manifest row of the release, with ``release_id``, ``partition_key``, ``run_id`` and ``outcome``.
@@ -183,7 +188,7 @@ def run_release(
     pipeline.model_spec(spec, attributes)  # a bad attribute is refused before anything is staged
     defs = _definitions(spec, spec_path, db_path, FrameSource(snapshot_df))
     store = ReleaseStore(db_path, spec)
-    with store.session():
+    with store.session(), reporting(progress):
         return _run(defs, spec, store, snapshot_df, instance or dg.DagsterInstance.ephemeral(), attributes)
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pandas as pd
 
 from ..core.judge.history import Report
+from ..core.progress import step
 from ..core.spec import BoundSpec
 
 if TYPE_CHECKING:
@@ -199,9 +200,10 @@ def validate_release(table: pd.DataFrame, spec: BoundSpec, snapshot: pd.DataFram
     expectations counted, none failed), a failure validates ``release_suite`` with GE's default format for the
     report. Cost: GE's import, context and suites once per process, then the screen (about 0.2 s on 120k rows
     of Census-KDD, 0.1 s on 20k, GE's fixed cost per expectation most of it), and ``release_suite`` (1-2 s on
-    120k rows: a copy of the whole frame per row map) only when the screen fails.
+    120k rows: a copy of the whole frame per row map) only when the screen fails. Reported as the step
+    ``expectations`` (``core.progress``).
     """
-    with _LOCK:
+    with step("expectations"), _LOCK:
         full, screen = _suites(release_rules(spec, snapshot, attributes))
         if _validate(screen, table, "BOOLEAN_ONLY").success:
             return Report(NAME, True, _violations([]), {"expectations": len(full.expectations), "failed": 0})

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import duckdb
 
+from ..core.progress import LineReporter, reporting
 from ..errors import PrivReleaseError, StoreError
 from ..storage import unreadable
 
@@ -132,8 +133,10 @@ def step(context: AssetExecutionContext | AssetCheckExecutionContext, table: Rel
     """What every asset and check of ``table`` opens with: the ``Partition`` it works on, inside ``refusals``, with
     one session of the release store (``StoreConnection.session``) for the whole block, so a step opens the store
     file once however many reads and writes it makes (and none when the run is already inside a session of the
-    file, as ``run_release``'s is). The store stays locked for the step, as for any of its transactions."""
-    with refusals(context, table):
+    file, as ``run_release``'s is). The store stays locked for the step, as for any of its transactions. The
+    release's steps run inside (``core.progress``: staging, the model's phases, the judge's verifiers and attacks,
+    publication) are logged to the run's event log as they end, one line each (``<step>: <seconds> s``)."""
+    with refusals(context, table), reporting(LineReporter(context.log.info)):
         part = Partition.of(context, table)
         with part.store.session():
             yield part

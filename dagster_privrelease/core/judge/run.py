@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ..models.recorded import discount_recorded
 from ..models.registry import descriptor
+from ..progress import step
 from . import attack_registry
 from .attacks.intersection import NO_DISCLOSURE
 from .history import Bound, History, Report
@@ -42,9 +43,10 @@ def verify_history(history: History) -> list[Report]:
         history: a release history of a registered model.
 
     Returns:
-        One report per check of the model's ``verify``.
+        One report per check of the model's ``verify``, reported as the step ``verifiers`` (``core.progress``).
     """
-    return descriptor(history.spec.model.name).verify(judged(history))
+    with step("verifiers"):
+        return descriptor(history.spec.model.name).verify(judged(history))
 
 
 def run_attacks(history: History, bound: Bound = NO_DISCLOSURE, attacks: Sequence[str] | None = None) -> list[Report]:
@@ -54,7 +56,8 @@ def run_attacks(history: History, bound: Bound = NO_DISCLOSURE, attacks: Sequenc
     an ok report whose summary says ``skipped`` and why. The cost is the sum of the attacks', less what they
     share: those that read ``History.shared`` (``Attack.shares``) run first, inside one ``History.sharing``
     block, so a release's classes and codes and a snapshot's ids are computed once for all of them and dropped
-    before the others run. The attacks are independent: the order they run in changes no report.
+    before the others run. The attacks are independent: the order they run in changes no report. Each attack is
+    reported as the step ``attack <name>`` (``core.progress``).
 
     Args:
         history: the history, as the judge reads it.
@@ -73,9 +76,15 @@ def run_attacks(history: History, bound: Bound = NO_DISCLOSURE, attacks: Sequenc
         raise ValueError(f"unknown attack(s) {unknown}; the attacks are {attack_registry.names()}")
     chosen = [attack_registry.attack(a) for a in names]
     with history.sharing():
-        reports = {a.name: a.run(history, bound) for a in chosen if a.shares}
-    reports.update({a.name: a.run(history, bound) for a in chosen if not a.shares})
+        reports = {a.name: _run(a, history, bound) for a in chosen if a.shares}
+    reports.update({a.name: _run(a, history, bound) for a in chosen if not a.shares})
     return [reports[a] for a in names]
+
+
+def _run(attack: attack_registry.Attack, history: History, bound: Bound) -> Report:
+    """``attack`` over ``history`` against ``bound``, as the step ``attack <name>``."""
+    with step(f"attack {attack.name}"):
+        return attack.run(history, bound)
 
 
 def attack_history(history: History, attacks: Sequence[str] | None = None) -> list[Report]:

@@ -72,6 +72,7 @@ from ...errors import NotPublishable
 from ..encoding import encode, sensitive_codes
 from ..judge import verifiers as verify
 from ..judge.history import Bound, History
+from ..progress import step
 from ..release import PreviousRelease, Release, build_release
 from ..spec import BoundSpec, Spec
 from .base import HELD_BACK, ModelDescriptor, Param, PreviousPart
@@ -89,6 +90,8 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     tuple of T(n-1) changed its sensitive value, or when T*(n-1) has a group of fewer than m values. With
     ``hold_back`` on, ``Release.state["held_back"]`` (one column, the id) lists the new tuples held back.
     Deterministic given ``rng``. Cost O(|T(n)| log |T(n)|) per level of the split recursion, independent of n.
+    Its phases are reported as steps (``core.progress``): ``previous signatures``, ``buckets`` (§4.2's division,
+    balancing and assignment), ``split`` (§4.3), ``release table``.
     """
     m = int(spec.model.params["m"])
     hold_back = bool(spec.model.params.get("hold_back", False))
@@ -98,7 +101,8 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
         prev_group = np.full(len(snapshot), -1, dtype=np.int64)
         signatures = np.zeros((0, V), dtype=bool)
     else:
-        prev_group, signatures = previous_signatures(snapshot, spec, previous)
+        with step("previous signatures"):
+            prev_group, signatures = previous_signatures(snapshot, spec, previous)
     new = prev_group < 0
     if hold_back:
         held = hold_back_mask(codes, new, m, spec, rng)
@@ -121,18 +125,21 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
         groups = partition(X, codes, k=m, unique=True, scale=widths)
         groups, _ = number_groups(X, groups, np.zeros(0, dtype=np.int64))
         return build_release(snapshot, groups, spec, rng, state=state, categorical=categorical, X=X)
-    buckets, fake_buckets, fake_values = buckets_of(codes, prev_group, signatures, m, V, rng)
+    with step("buckets"):
+        buckets, fake_buckets, fake_values = buckets_of(codes, prev_group, signatures, m, V, rng)
     del prev_group
-    # passed as an expression, not a name: ``split`` frees the matrix once it has its ranks (10M rows: 560 MB)
-    labels = split(normalised(X, spec, widths, counterfeits=len(fake_values)), np.concatenate([codes, fake_values]),
-                   np.concatenate([buckets, fake_buckets]))
+    with step("split"):
+        # passed as an expression, not a name: ``split`` frees the matrix once it has its ranks (10M rows: 560 MB)
+        labels = split(normalised(X, spec, widths, counterfeits=len(fake_values)),
+                       np.concatenate([codes, fake_values]), np.concatenate([buckets, fake_buckets]))
     del buckets, fake_buckets
-    groups, fake_groups = labels[: len(X)], labels[len(X):]
-    groups, fake_groups = number_groups(X, groups, fake_groups)
-    values = np.asarray(spec.sensitive_values, dtype=object)
-    counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[fake_values]})
-    return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, state=state,
-                         categorical=categorical, X=X)
+    with step("release table"):
+        groups, fake_groups = labels[: len(X)], labels[len(X):]
+        groups, fake_groups = number_groups(X, groups, fake_groups)
+        values = np.asarray(spec.sensitive_values, dtype=object)
+        counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[fake_values]})
+        return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, state=state,
+                             categorical=categorical, X=X)
 
 
 def previous_signatures(

@@ -43,6 +43,7 @@ import pandas as pd
 from ...encoding import dense_unique, encode, sensitive_codes
 from ...judge.history import Bound
 from ...judge.verifiers import verify_m_distinct
+from ...progress import step
 from ...release import PreviousRelease, Release, build_release
 from ...spec import BoundSpec, Spec
 from ..base import ModelDescriptor, Param, PreviousPart
@@ -69,7 +70,9 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     Cost: O(n) to find each record's previous version, Algorithm 2's O(B²·s²·V) over the B distinct previous signatures, Algorithm 3's sequential
     loop over the records with a choice of bucket or entry (O(their candidate pairs · d) each), then ``split``'s
     O(n·d²) per level over the records and their counterfeits; only release n-1 is read, so the cost follows the
-    rows of T*(n-1) and the counterfeits made, not the release number.
+    rows of T*(n-1) and the counterfeits made, not the release number. Its phases are reported as steps
+    (``core.progress``): ``previous signatures``, ``buckets`` (Algorithm 2), ``assignment`` (Algorithm 3),
+    ``split`` (§V-C), ``release table``.
     """
     m = int(spec.model.params["m"])
     strict = bool(spec.model.params.get("strict", False))
@@ -78,23 +81,28 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     if previous is None:
         prev_uss, signatures = np.full(len(snapshot), -1, dtype=np.int64), []
     else:
-        last = last_groups(snapshot, spec, previous)
-        seen = last.host >= 0
-        refuse_illegal_updates(last.was[seen], snapshot[spec.sensitive].astype(str).to_numpy()[seen], spec, C)
-        prev_uss, signatures = previous_signatures(last, spec, C)
+        with step("previous signatures"):
+            last = last_groups(snapshot, spec, previous)
+            seen = last.host >= 0
+            refuse_illegal_updates(last.was[seen], snapshot[spec.sensitive].astype(str).to_numpy()[seen], spec, C)
+            prev_uss, signatures = previous_signatures(last, spec, C)
     X = encode(snapshot, spec)
     Xn = normalised(X, spec, domain_widths(X, spec))
-    buckets = create_buckets(signatures, C)
-    assigned = assign_records(buckets, candidate_pairs(buckets, prev_uss, codes, strict), codes, Xn)
-    groups, fake_groups, fake_sets = generate_groups(Xn, codes, assigned, buckets, C, strict, m, rng)
-    kept = np.isin(fake_groups, groups)  # a group of counterfeits only hides nobody (module docstring)
-    fake_groups, fake_sets = fake_groups[kept], fake_sets[kept]
-    _, dense = dense_unique(np.concatenate([groups, fake_groups]))
-    groups, fake_groups = number_groups(X, dense[: len(groups)], dense[len(groups):])
-    drawn = np.argmax(fake_sets * (1.0 + rng.random(fake_sets.shape)), axis=1)
-    values = np.asarray(spec.sensitive_values, dtype=object)
-    counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[drawn]})
-    return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, categorical="interval", X=X)
+    with step("buckets"):
+        buckets = create_buckets(signatures, C)
+    with step("assignment"):
+        assigned = assign_records(buckets, candidate_pairs(buckets, prev_uss, codes, strict), codes, Xn)
+    with step("split"):
+        groups, fake_groups, fake_sets = generate_groups(Xn, codes, assigned, buckets, C, strict, m, rng)
+    with step("release table"):
+        kept = np.isin(fake_groups, groups)  # a group of counterfeits only hides nobody (module docstring)
+        fake_groups, fake_sets = fake_groups[kept], fake_sets[kept]
+        _, dense = dense_unique(np.concatenate([groups, fake_groups]))
+        groups, fake_groups = number_groups(X, dense[: len(groups)], dense[len(groups):])
+        drawn = np.argmax(fake_sets * (1.0 + rng.random(fake_sets.shape)), axis=1)
+        values = np.asarray(spec.sensitive_values, dtype=object)
+        counterfeits = pd.DataFrame({"group_id": fake_groups, spec.sensitive: values[drawn]})
+        return build_release(snapshot, groups, spec, rng, counterfeits=counterfeits, categorical="interval", X=X)
 
 
 def previous_columns(spec: BoundSpec) -> dict[PreviousPart, tuple[str, ...]]:
