@@ -165,8 +165,8 @@ def test_dg_scaffolds_checks_and_lists_a_table(project):
     listed = _dg(project, "list", "defs", "--json")
     assert listed.returncode == 0, listed.stderr[-2000:]
     defs = json.loads(listed.stdout)
-    assert {a["asset_key"] for a in defs["assets"]} == {"patients/snapshot", "patients/release_candidate",
-                                                  "patients/published_release"}
+    assert {a["asset_key"] for a in defs["assets"]} == {"patients/source", "patients/snapshot",
+                                                  "patients/release_candidate", "patients/published_release"}
     assert {c["key"] for c in defs["asset_checks"]} >= {"patients/release_candidate:guarantee"}
     assert {s["name"] for s in defs["sensors"]} == {"patients_source_changed"}
     assert {j["name"] for j in defs["jobs"]} == {"patients_release"}
