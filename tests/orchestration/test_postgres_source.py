@@ -1,11 +1,13 @@
 """``PostgresTableSource`` against the session's real PostgreSQL server (``tests/pg_server.py``): snapshot reads,
-the change feed's commit order, the sensor publishing each insert, delete and update once through the blocking
-checks, and one clear line (no password, no stored value) for a bad connection, a missing table or a column of
+the change feed's commit order, issue #25's end-to-end test (the sensor publishing each insert, delete and update
+once through the blocking checks, the export read back from Parquet by DuckDB alone, the certificates rendered in
+headless Chromium), and one clear line (no password, no stored value) for a bad connection, a missing table or a column of
 the wrong type."""
 
 import re
 
 import dagster as dg
+import duckdb
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -13,11 +15,13 @@ import pytest
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.errors import SnapshotError, StoreError
 from dagster_privrelease.orchestration import PostgresTableSource, release_definitions
+from dagster_privrelease.orchestration.checks import CHECKS
 from dagster_privrelease.orchestration.sensors import tick
 from dagster_privrelease.storage import ReleaseStore
 
+from ..chromium import render
 from ..pg_server import PASSWORD
-from .test_assets import JOB
+from .test_assets import JOB, _metadata
 from .test_sensor_promises import patients
 
 SENSOR = "patients_source_changed"
@@ -105,46 +109,93 @@ def test_the_feed_positions_follow_commit_order(postgres_server, pg_schema, spec
         assert source.fingerprint(spec).rows == cur.fetchall()[0][0] == 12 + 3 + 5 + 12
 
 
-def test_the_sensor_publishes_each_insert_delete_and_update_once(postgres_server, pg_schema, spec_path, instance,
-                                                                  tmp_path):
+def test_end_to_end_each_change_is_published_once_exported_and_certified(postgres_server, pg_schema, spec_path,
+                                                                         instance, tmp_path):
+    """Issue #25's end-to-end test, in two Dagster runs. A PostgreSQL table of 30 people changes; the sensor,
+    carried from tick to tick, publishes each change once through the blocking checks (definitions built with
+    ``export=``): release 1 is the rows the feed was seeded with; release 2 an update, a delete of two people and
+    an insert of two, committed separately between two ticks (ids and count as many as before) and published as
+    one release at the feed's last position. A tick with no change, or whose cursor was lost, requests nothing.
+    The export is read back from Parquet alone by a fresh DuckDB connection and equals the published tables;
+    each release's certificate renders in headless Chromium with its plots. (That the feed's position moves on
+    an update alone is ``test_the_feed_positions_follow_commit_order``'s.)"""
     spec = load_spec(spec_path)
-    table = _table(postgres_server, pg_schema, patients(60))
+    table = _table(postgres_server, pg_schema, patients(30))
     source = _source(postgres_server, table, pg_schema)
     source.install_change_feed()
-    defs = release_definitions(spec_path, tmp_path / "releases.duckdb", source)
+    export, db = tmp_path / "export", tmp_path / "releases.duckdb"
+    defs = release_definitions(spec_path, db, source, export=export)
     cursor, states = None, {}
-    for change in (
-        None,  # the rows the feed was seeded with
-        f"UPDATE {table} SET visits = visits + 100 WHERE id = 'p003'",
-        f"DELETE FROM {table} WHERE id IN ('p004', 'p010')",
-        f"INSERT INTO {table} SELECT 'p' || (500 + i)::text, age, sex, zipcode, visits, disease "
-        f"FROM {table}, generate_series(1, 2) AS i WHERE id = 'p007'",
+    for changes in (
+        [],  # the rows the feed was seeded with
+        [f"UPDATE {table} SET visits = visits + 100 WHERE id = 'p003'",
+         f"DELETE FROM {table} WHERE id IN ('p004', 'p010')",
+         f"INSERT INTO {table} SELECT 'p' || (500 + i)::text, age, sex, zipcode, visits, disease "
+         f"FROM {table}, generate_series(1, 2) AS i WHERE id = 'p007'"],
     ):
-        if change:
+        for change in changes:  # one commit each
             _sql(postgres_server, change)
         data = tick(defs, instance, SENSOR, cursor)
         (request,) = data.run_requests
         run = defs.resolve_job_def(JOB).execute_in_process(
             partition_key=request.partition_key, tags=request.tags, instance=instance
         )
-        assert run.success  # through the blocking checks
+        assert run.success
+        checks = run.get_asset_check_evaluations()
+        assert sorted(c.check_name for c in checks) == sorted(CHECKS)
+        assert all(c.blocking for c in checks) and {c.check_name for c in checks if c.passed} >= {
+            "guarantee", "expectations"}  # published through the blocking checks
+        assert all(c.passed or c.severity == dg.AssetCheckSeverity.WARN for c in checks)  # k-anonymity: attacks
+        # on its sensitive values are reported, never blocking (checks.result)
+        assert _metadata(run, "published_release")["certificate"] == str(export / "certificate" /
+                                                                          f"release_id={len(states) + 1}.html")
+        assert _metadata(run, "exported_release")["release_id"] == len(states) + 1
         states[request.partition_key] = source.read(spec)
         idle = tick(defs, instance, SENSOR, data.cursor)
         assert not idle.run_requests and "unchanged" in idle.skip_message  # published once
+        _one_line(idle.skip_message)
         cursor = idle.cursor
-    assert list(states) == ["000001", "000002", "000003", "000004"]
+    assert list(states) == ["000001", "000004"]  # the feed's positions: 2 to 4 are one release
     lost = tick(defs, instance, SENSOR, None)  # a sensor whose cursor was lost publishes no copy
     assert not lost.run_requests and "already exists" in lost.skip_message
-    store = ReleaseStore(tmp_path / "releases.duckdb", spec)
-    assert store.release_ids() == [1, 2, 3, 4]
+
+    with duckdb.connect() as con:  # the export, read back by DuckDB alone, equals the published tables
+        con.execute(f"ATTACH '{db}' AS store (READ_ONLY)")
+        for name in ("release", "counterfeit", "manifest", "verdict", "domain"):
+            columns = ", ".join(f'"{c}"' for c in con.sql(f"SELECT * FROM store.published.{name} LIMIT 0").columns)
+            files = f"{export}/{name}/{'*/' if name != 'domain' else ''}*.parquet"
+            back = f"SELECT {columns} FROM read_parquet('{files}', hive_partitioning = true)"
+            kept = f"SELECT {columns} FROM store.published.{name}"
+            (differ, exported, published), = con.sql(
+                f"SELECT (SELECT count(*) FROM (({back} EXCEPT ALL {kept}) UNION ALL ({kept} EXCEPT ALL {back}))), "
+                f"(SELECT count(*) FROM ({back})), (SELECT count(*) FROM ({kept}))").fetchall()
+            assert differ == 0 and exported == published, name
+        assert con.sql(f"SELECT release_id, count(*) FROM read_parquet('{export}/release/*/*.parquet', "
+                       "hive_partitioning = true) GROUP BY ALL ORDER BY 1").fetchall() == [(1, 30), (2, 30)]
+        sizes = [con.sql(f"SELECT count(DISTINCT n) FROM (SELECT count(*) AS n FROM read_parquet("
+                         f"'{export}/release/release_id={j}/*.parquet') GROUP BY group_id)").fetchall()[0][0]
+                 for j in (1, 2)]
+        con.execute("DETACH store")
+
+    store = ReleaseStore(db, spec)
+    assert store.release_ids() == [1, 2]
     for release, state in enumerate(states.values(), start=1):
         staged = store.snapshot(release).sort_values("id", ignore_index=True)
         assert staged["id"].tolist() == state["id"].tolist()
         assert staged["visits"].tolist() == state["visits"].tolist()
     assert store.snapshot(2).set_index("id").loc["p003", "visits"] == states["000001"].set_index("id").loc[
         "p003", "visits"] + 100
-    assert {"p004", "p010"} <= set(store.snapshot(2)["id"]) and not {"p004", "p010"} & set(store.snapshot(3)["id"])
-    assert {"p501", "p502"} <= set(store.snapshot(4)["id"])
+    assert {"p004", "p010"} <= set(store.snapshot(1)["id"]) and not {"p004", "p010"} & set(store.snapshot(2)["id"])
+    assert {"p501", "p502"} <= set(store.snapshot(2)["id"]) - set(store.snapshot(1)["id"])
+
+    certificates = [export / "certificate" / f"release_id={j}.html" for j in (1, 2)]
+    for j, shown in enumerate(render(*certificates), start=1):
+        assert shown.errors == [], j
+        assert len(shown.plots) == 4  # LM, NCP, query error over the history; the group sizes
+        assert all(b is not None and b["width"] > 100 and b["height"] > 100 for b in shown.plots)
+        assert len(shown.bars) == sizes[j - 1] and all(b is not None and b["height"] > 0 for b in shown.bars)
+    html = certificates[1].read_text()
+    assert "its history: releases 1 to 2" in html and not ID.search(html)
 
 
 def _one_line(message: str) -> None:
