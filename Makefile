@@ -20,9 +20,10 @@ $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	touch $(DOCS_STAMP)
 
+# Every demo table (demo.DEMOS), each its own number of releases, then a summary; each table's history replaces
+# only its own in demo/.dagster.
 demo: $(STAMP)
-	$(BIN)/privrelease demo
-	$(BIN)/privrelease demo --table census_kdd_m_distinct --releases 5
+	$(BIN)/privrelease demo --table all
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
