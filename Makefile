@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: install demo test test-slow bench lint docs clean
+.PHONY: install demo screenshots test test-slow bench lint docs clean
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ $(DOCS_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/privrelease demo --table all
 
+# The Dagster UI over the demo (built first where demo/ lacks a table), as docs/images/*.png: dagster-webserver on
+# a loopback port, Debian's chromium driven by Playwright (scripts/screenshots.py).
+screenshots: $(STAMP)
+	$(BIN)/python scripts/screenshots.py
+
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
@@ -40,7 +45,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
-	$(BIN)/ruff check dagster_privrelease assets tests benchmarks docs/hooks
+	$(BIN)/ruff check dagster_privrelease assets tests benchmarks docs/hooks scripts
 	$(BIN)/pyright
 
 clean:

@@ -47,6 +47,7 @@ from .core.stream import UpdateRule, changes, split_base_pool, stream
 from .orchestration import DuckDBTableSource, release_definitions, sensors
 from .orchestration.definitions import QUIET, raise_unless_published
 from .storage import ReleaseStore
+from .storage.connection import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The demos' specs and hierarchies.
@@ -391,3 +392,44 @@ def build_definitions(home: Path | None = None) -> dg.Definitions:
     ]
     jobs = dg.Definitions(jobs=[_changes_job(demo) for demo in DEMOS.values()])
     return dg.Definitions.merge(*parts, jobs)
+
+
+def demo_refusal(name: str = "adult_requests", rows: int = 10, home: Path | None = None) -> str:
+    """A refused release of demo ``name`` (default the sequential l-diversity demo, whose model refuses
+    deletions, Shmueli-Tassa §5.3), for the UI to show: ``rows`` rows are deleted from its source, its source
+    sensor ticks (recorded, ``recorded_tick``) and the release run it requests runs as a run of the code location
+    (``launch``) and is refused; then the rows are put back, so the source holds the last published release's rows
+    again (the sensor's next tick retires the refused partition: nothing is published, nothing blocked). Does
+    nothing when a run of ``name`` already failed on that instance. Returns the refused run's id.
+
+    Raises ValueError when the run was not refused (it published, or the tick requested nothing): the demo is not
+    the one this expects (run ``run_demo`` first)."""
+    home = home or demo_home()
+    demo = DEMOS[name]
+    defs = build_definitions(home)
+    sensor = f"{name}_source_changed"
+    with dg.DagsterInstance.from_config(str(home / ".dagster")) as instance:
+        failed = instance.get_runs(dg.RunsFilter(tags={sensors.TAG: name}, statuses=[dg.DagsterRunStatus.FAILURE]),
+                                   limit=1)
+        if failed:
+            return failed[0].run_id
+        source = demo.source(home)
+        key = quote(load_spec(demo.spec).id)
+        with duckdb.connect(source.database) as con:
+            gone = con.execute(f"SELECT * FROM {source.table} ORDER BY {key} LIMIT {int(rows)}").df()
+            con.register("gone", gone)
+            con.execute(f"DELETE FROM {source.table} WHERE {key} IN (SELECT {key} FROM gone)")
+        try:
+            with recorded_tick(instance, sensor) as record:
+                data = sensors.tick(defs, instance, sensor, None)
+                job = defs.resolve_job_def(f"{name}_release")
+                results = [(request, launch(instance, job, request)) for request in data.run_requests or []]
+                record(data, [(r.run_key, result.run_id) for r, result in results])
+        finally:
+            with duckdb.connect(source.database) as con:
+                con.register("gone", gone)
+                con.execute(f"INSERT INTO {source.table} SELECT * FROM gone")
+    refused = [result.run_id for _, result in results if not result.success]
+    if not refused:
+        raise ValueError(f"{name}: deleting {rows} rows was not refused; run the demo of {name} first")
+    return refused[0]
