@@ -417,19 +417,24 @@ def _reports_table(title: str, reports: Sequence[Report]) -> None:
 
 
 def _found_text(report: Report) -> str:
-    """What the rows of ``report``'s violations frame are, counted: by kind when the frame says (a ``kind``
-    column: the equivalence attack's linked pairs, most of which disclose nothing, and its disclosing links);
-    else individuals below the attack's bound, or the verifier's violations; rows of a report that holds (e.g.
-    individuals of a release recorded before the tool) are said to break nothing."""
+    """What ``report`` found, counted and named: by kind when its violations say (a ``kind`` column: the
+    equivalence attack's linked pairs, most of which disclose nothing, and its disclosing links); else a
+    verifier's violations, or an attack's individuals below its bound (``below_bound``), those already disclosed
+    by a release recorded before the tool (``predating``) said so, and rows of a report that holds said to break
+    nothing."""
     frame = report.violations
     n = 0 if frame is None else len(frame)
-    attack = "bound" in report.summary
     if frame is not None and n and "kind" in frame.columns:
         return ", ".join(f"{count:,} {kind}" for kind, count in frame["kind"].value_counts(sort=False).items())
-    if not n:
-        return "nobody below the bound" if attack else "no violation"
-    what = f"{n:,} below the bound" if attack else f"{n:,} violation(s)"
-    return what if not report.ok else f"{what}, none breaking the guarantee"
+    if "bound" not in report.summary:  # a verifier's
+        return f"{n:,} violation(s)" if n else "no violation"
+    below = int(report.summary.get("below_bound", n))
+    predating = int(report.summary.get("predating", 0))
+    if not below:
+        return "nobody below the bound"
+    if predating:
+        return f"{below:,} below the bound, {predating:,} of them disclosed by a release recorded before the tool"
+    return f"{below:,} below the bound" + (", none breaking the guarantee" if report.ok else "")
 
 
 def _checks_text(checks: dict) -> str:

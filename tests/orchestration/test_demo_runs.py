@@ -5,6 +5,8 @@ with the attributes of its request, so the attacks that join releases of differe
 from pathlib import Path
 
 import dagster as dg
+import duckdb
+import pandas as pd
 import pytest
 from dagster._core.definitions.instigation_logger import get_instigation_log_records
 from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
@@ -53,10 +55,10 @@ def _tick_logs(instance: dg.DagsterInstance, sensor: str) -> list[str]:
 def test_demo_runs_carry_the_code_locations_origin_and_ticks_log_why(home):
     """Every run of the demo names the example code location, its repository and its job (what the UI's Overview
     timeline groups runs by), and each sensor tick's log says which release it requested and why."""
-    demos.run_demo("clinic", 2, home)
+    demos.run_demo("clinic", 1, home)
     with dg.DagsterInstance.from_config(str(home / ".dagster")) as instance:
         runs = instance.get_runs(dg.RunsFilter(job_name="clinic_release"))
-        assert len(runs) == 2
+        assert len(runs) == 1
         for run in runs:
             origin = run.remote_job_origin
             assert origin is not None
@@ -64,7 +66,7 @@ def test_demo_runs_carry_the_code_locations_origin_and_ticks_log_why(home):
                 demos.LOCATION, SINGLETON_REPOSITORY_NAME, "clinic_release")
             assert run.status == dg.DagsterRunStatus.SUCCESS
         assert _tick_logs(instance, "clinic_source_changed") == [
-            f"requested release {key} of clinic (the source changed)" for key in ("000001", "000002")]
+            "requested release 000001 of clinic (the source changed)"]
 
 
 def test_a_demo_of_requests_publishes_each_request_with_its_attributes(home):
@@ -84,3 +86,25 @@ def test_a_demo_of_requests_publishes_each_request_with_its_attributes(home):
         assert _tick_logs(instance, "visits_release_requests") == [
             f"requested release {i:06d} of visits (request {i:02d}.yaml, attributes {','.join(a)})"
             for i, a in enumerate([*REQUESTS, REQUESTS[0]], start=1)]
+
+
+def test_the_demo_refusal_is_one_refused_run_and_the_source_is_restored(home):
+    """``demo_refusal`` deletes rows of a sequential l-diversity demo's source (deletions are refused,
+    Shmueli-Tassa §5.3): one failed run of the code location, nothing published, the source restored; asked again,
+    it makes no second refusal."""
+    demos.run_demo("visits", 1, home)
+    source = demos.DEMOS["visits"].source(home)
+    with duckdb.connect(source.database) as con:
+        before = con.execute(f"SELECT * FROM {source.table} ORDER BY id").df()
+    run_id = demos.demo_refusal("visits", rows=5, home=home)
+    assert demos.demo_refusal("visits", rows=5, home=home) == run_id
+    with dg.DagsterInstance.from_config(str(home / ".dagster")) as instance:
+        runs = instance.get_runs(dg.RunsFilter(job_name="visits_release"))
+        assert sorted(r.status.value for r in runs) == ["FAILURE", "SUCCESS"]
+        refused = instance.get_run_by_id(run_id)
+        assert refused is not None and refused.remote_job_origin is not None
+    with duckdb.connect(source.database) as con:
+        after = con.execute(f"SELECT * FROM {source.table} ORDER BY id").df()
+    pd.testing.assert_frame_equal(before, after)
+    demo = demos.DEMOS["visits"]
+    assert ReleaseStore(demo.folder(home) / "releases.duckdb", load_spec(demo.spec)).release_ids() == [1]
