@@ -306,7 +306,7 @@ def demo(
     home: Annotated[Path, typer.Option("--home", help="the demo folder (source, release store, Dagster home)")] = Path(
         "demo"),
     releases: Annotated[int | None, typer.Option("--releases", min=1, help="how many releases of the stream to "
-                                                 "publish (default: the demo's own, 4 to 10)")] = None,
+                                                 "publish (default: the demo's own)")] = None,
     table: Annotated[DemoTable, typer.Option("--table", help="the demo table, or all of them")] = "adult",
 ) -> None:
     """Publish a stream of releases of a demo table through the example code location's Dagster definitions.
@@ -359,7 +359,8 @@ def _demos_summary(done: Sequence[tuple[str, Any, float]]) -> None:
     """One line per demo table: its model and parameters, releases, last release's rows, checks, time."""
     table = Table(title=f"{len(done)} demo tables published through Dagster in {sum(t for *_, t in done):.0f} s")
     for column in ("table", "model", "params", "releases", "rows (last)", "checks (last)", "time (s)"):
-        table.add_column(column, justify="right" if column in ("releases", "rows (last)", "time (s)") else "left")
+        table.add_column(column, justify="right" if column in ("releases", "rows (last)", "time (s)") else "left",
+                         no_wrap=True, overflow="ellipsis", max_width=48 if column == "params" else None)
     for name, manifest, seconds in done:
         last = manifest.iloc[-1]
         table.add_row(name, last["model"], _params_text(last["params"]), str(len(manifest)), str(last["rows"]),

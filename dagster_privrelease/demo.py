@@ -159,7 +159,7 @@ DEMOS = {
     "adult": Demo("adult", datasets.load_adult, base=30_000, batch=1_000, update_fraction=0.01, releases=10),
     "census_kdd": Demo(
         "census_kdd", lambda: datasets.load_census_kdd(workers_only=True), base=40_000, batch=2_000,
-        update_fraction=0.01,
+        update_fraction=0.01, releases=3,
     ),
     # m-Distinct (resources/census_kdd_m_distinct.yaml): Li-Zhou §VI-A's protocol, 20,000 rows, then per step
     # 2,000 deleted, 5,000 inserted and a quarter of the survivors (about 4,500; the paper updates 5,000) a year

@@ -43,23 +43,24 @@ LOADING = "[class*='Skeleton_skeleton'], [class*='Spinner']"
 @dataclass(frozen=True)
 class Shot:
     """One page: the image's ``name``, the UI ``path`` (``{run}``: the refused run's id), the ``landmark`` text
-    that says it loaded, and the text of a button to ``click`` first (a dialog to show), if any."""
+    that says it loaded, and the texts to ``click`` in turn before the picture (a partition, a dialog)."""
 
     name: str
     path: str
     landmark: str
-    click: str | None = None
+    click: tuple[str, ...] = ()
 
 
 SHOTS = (
     Shot("lineage", "/locations/assets/asset-groups/adult", "published_release"),
     Shot("published_release", "/assets/adult/published_release", "Metadata"),
     Shot("check", "/assets/adult/release_candidate?view=checks", "Checks"),
-    Shot("partition_report", "/assets/adult/published_release?view=partitions", "Partitions"),
+    Shot("partition_report", "/assets/adult/published_release?view=partitions", "000010", click=("000010",)),
     Shot("refused_run", "/runs/{run}", "adult_requests_release"),
-    Shot("sensor", "/locations/assets/sensors/adult_requests_release_requests", "adult_requests_release_requests"),
+    Shot("sensor", "/locations/assets/sensors/adult_requests_release_requests", "adult_requests_release_requests",
+         click=("View logs",)),
     Shot("sensors", "/automation", "adult_source_changed"),
-    Shot("timeline", "/overview/activity/timeline", "adult_release"),
+    Shot("timeline", "/overview/activity/timeline", "adult_release", click=("1hr",)),
 )
 
 
@@ -128,9 +129,10 @@ def take(page: Page, url: str, shot: Shot, run: str) -> Path:
     """Visit ``shot``'s page and save it as ``IMAGES/<name>.png``."""
     page.goto(url + shot.path.format(run=run), wait_until="domcontentloaded")
     settle(page, shot.landmark)
-    if shot.click:
-        page.get_by_text(shot.click).first.click()
-        page.wait_for_timeout(1_000)
+    for text in shot.click:
+        page.get_by_text(text, exact=True).first.click()
+        page.wait_for_function(f"() => !document.querySelector({LOADING!r})", timeout=TIMEOUT_MS)
+        page.wait_for_timeout(1_500)
     path = IMAGES / f"{shot.name}.png"
     page.screenshot(path=str(path))
     return path
