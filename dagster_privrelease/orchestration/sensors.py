@@ -248,7 +248,7 @@ def explained(context: SensorEvaluationContext, result: dg.SkipReason | dg.Senso
     for request in result.run_requests or []:
         tags = request.tags
         why = f"request {tags['privrelease/request']}" if "privrelease/request" in tags else "the source changed"
-        attributes = f", attributes {tags[ATTRIBUTES_TAG]}" if ATTRIBUTES_TAG in tags else ""
+        attributes = f", attributes {tags[ATTRIBUTES_TAG].replace(',', ', ')}" if ATTRIBUTES_TAG in tags else ""
         context.log.info(f"requested release {request.partition_key} of {tags[TAG]} ({why}{attributes})")
     if not result.run_requests:
         context.log.info(f"skipped: {result.skip_reason.skip_message if result.skip_reason else 'nothing to do'}")

@@ -84,7 +84,7 @@ def test_a_demo_of_requests_publishes_each_request_with_its_attributes(home):
         assert report.ok, report.summary
     with dg.DagsterInstance.from_config(str(home / ".dagster")) as instance:
         assert _tick_logs(instance, "visits_release_requests") == [
-            f"requested release {i:06d} of visits (request {i:02d}.yaml, attributes {','.join(a)})"
+            f"requested release {i:06d} of visits (request {i:02d}.yaml, attributes {', '.join(a)})"
             for i, a in enumerate([*REQUESTS, REQUESTS[0]], start=1)]
 
 
