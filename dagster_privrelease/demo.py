@@ -3,7 +3,9 @@ republished with m-Distinct under inserts, deletes and internal updates (``censu
 and Adult published through release requests with sequential l-diversity (``adult_requests``, each request its own
 attributes): their definitions
 (``build_definitions``, what the example code location ``assets/`` loads), their change stream
-(``demo_changes``) and a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command).
+(``demo_changes``), a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command; its
+runs are runs of the code location, ``launch``, so the UI's Overview timeline shows them) and one refused release
+to show (``demo_refusal``, used by ``make screenshots``).
 
 Each demo keeps, under ``$PRIVRELEASE_HOME`` (default ``./demo``), a folder ``<name>/`` with
 
