@@ -407,7 +407,7 @@ def _verdict(title: str, reports: Sequence[Report]) -> None:
 def _reports_table(title: str, reports: Sequence[Report]) -> None:
     table = Table(title=title)
     for column in ("check", "result", "found", "summary"):
-        table.add_column(column)
+        table.add_column(column, max_width=36 if column == "found" else None)
     for r in reports:
         if r.summary.get("skipped"):
             table.add_row(r.name, "[yellow]skipped[/]", "-", str(r.summary["skipped"]))
@@ -434,7 +434,7 @@ def _found_text(report: Report) -> str:
     if not below:
         return "nobody below the bound"
     if predating:
-        return f"{below:,} below the bound, {predating:,} of them disclosed by a release recorded before the tool"
+        return f"{below:,} below the bound, {predating:,} of them disclosed by a recorded release"
     return f"{below:,} below the bound" + (", none breaking the guarantee" if report.ok else "")
 
 
