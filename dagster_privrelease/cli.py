@@ -227,16 +227,25 @@ def show(
         rows = [{**row, "created_at": row["created_at"].isoformat()} for row in manifest.to_dict(orient="records")]
         sys.stdout.write(json.dumps(rows, indent=2, default=_plain) + "\n")
         return
+    rows = [[str(row.release_id), row.model, _params_text(row.params), ", ".join(row.attributes),
+             f"{row.created_at:%Y-%m-%d %H:%M}", str(row.rows), _groups_text(row.groups, row.rows),
+             str(row.counterfeits), _checks_text(row.checks), _number(row.utility.get("lm"))]
+            for row in manifest.itertuples()]
+    columns = ("release", "model", "params", "attributes", "created (UTC)", "rows", "groups", "counterfeits",
+               "checks", "LM")
+    widths = [max([len(column), *(len(r[i]) for r in rows)]) for i, column in enumerate(columns)]
+    # params and attributes share what the others leave of the line (3 characters of rule and padding a column),
+    # cut with an ellipsis: a release stays on one line
+    room = (console.width - 3 * len(columns) - 1 - sum(w for c, w in zip(columns, widths, strict=True)
+                                                        if c not in ("params", "attributes"))) // 2
     table = Table(title=f"{db}: {len(manifest)} release(s)")
-    for column in ("release", "model", "params", "attributes", "created (UTC)", "rows", "groups", "counterfeits",
-                   "checks", "LM"):
+    for column, width in zip(columns, widths, strict=True):
+        shrinks = column in ("params", "attributes")
         table.add_column(column, justify="right" if column in ("release", "rows", "groups", "counterfeits", "LM")
-                         else "left", max_width=30 if column in ("params", "attributes", "checks") else None,
-                         overflow="ellipsis", no_wrap=True)
-    for row in manifest.itertuples():
-        table.add_row(str(row.release_id), row.model, _params_text(row.params), ", ".join(row.attributes),
-                      f"{row.created_at:%Y-%m-%d %H:%M}", str(row.rows), _groups_text(row.groups, row.rows),
-                      str(row.counterfeits), _checks_text(row.checks), _number(row.utility.get("lm")))
+                         else "left", no_wrap=True, overflow="ellipsis",
+                         width=min(width, max(room, 12)) if shrinks else width)
+    for cells in rows:
+        table.add_row(*cells)
     console.print(table)
 
 
