@@ -5,6 +5,7 @@ tables that say what their counts are, and hints that fit the situation (a spec 
 from __future__ import annotations
 
 import json
+import re
 import typing
 
 import duckdb
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 import typer
 import yaml
+from rich.console import Console
 from typer.core import TyperGroup
 
 from dagster_privrelease import cli
@@ -49,6 +51,11 @@ def test_show_is_one_line_per_release_and_json_has_everything(files):
     assert len(lines) <= 6 + 6, shown.output  # title, borders and header, then one line per release
     assert "update_sets=46 entries" in shown.output and "'001'" not in shown.output
     assert sum("m_distinct" in line for line in lines) == 5
+    with pytest.MonkeyPatch.context() as narrow:  # a narrow terminal: still a line per release, numbers whole
+        narrow.setattr(cli, "console", Console(width=100))
+        squeezed = run("show", "--db", files / "clinic.duckdb").output.splitlines()
+    assert len(squeezed) == len(lines) and all(len(line) <= 100 for line in squeezed), squeezed
+    assert all(re.search(r"│ +4 │", line) for line in squeezed if "m_distinct" in line)  # rows, not cut
     printed = run("show", "--db", files / "clinic.duckdb", "--json")
     assert printed.exit_code == 0, printed.output
     rows = json.loads(printed.output)
@@ -114,8 +121,6 @@ def test_attack_tables_say_what_their_counts_are(report, found, result, capsys, 
     """The "found" column names what the rows are: linked pairs that disclose nothing are not "violations" beside
     "holds"; individuals below the bound of a broken attack are; a report that holds with rows says they break
     nothing. A skipped attack shows its reason, not a count."""
-    from rich.console import Console
-
     monkeypatch.setattr(cli, "console", Console(width=200))
     cli._reports_table("attacks", [report, Report("sug", True, summary={"skipped": "not applicable: no CUS"})])
     out = capsys.readouterr().out
