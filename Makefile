@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: install demo test test-slow bench lint docs clean
+.PHONY: install demo screenshots test test-slow bench lint docs clean
 
 install: $(STAMP)
 
@@ -22,9 +22,15 @@ $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	touch $(DOCS_STAMP)
 
+# Every demo table (demo.DEMOS), each its own number of releases, then a summary; each table's history replaces
+# only its own in demo/.dagster.
 demo: $(STAMP)
-	$(BIN)/privrelease demo
-	$(BIN)/privrelease demo --table census_kdd_m_distinct --releases 5
+	$(BIN)/privrelease demo --table all
+
+# The Dagster UI over the demo (built first where demo/ lacks a table), as docs/images/*.png: dagster-webserver on
+# a loopback port, Debian's chromium driven by Playwright (scripts/screenshots.py).
+screenshots: $(STAMP)
+	$(BIN)/python scripts/screenshots.py
 
 # In parallel (pytest-xdist): a worker per logical core, each test handed to the next free worker (a module's tests
 # may run on several workers: each test keeps to its own tmp_path and monkeypatch). `make test WORKERS=0`: serially.
@@ -44,7 +50,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
-	$(BIN)/ruff check dagster_privrelease examples tests benchmarks docs/hooks
+	$(BIN)/ruff check dagster_privrelease examples tests benchmarks docs/hooks scripts
 	$(BIN)/pyright
 
 clean:

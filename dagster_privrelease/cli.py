@@ -11,13 +11,15 @@ Expectations one by one (about 1.5 s of CPU after a release, for memory the oper
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import duckdb
 import numpy as np
@@ -86,6 +88,9 @@ errors = Console(stderr=True)
 
 SpecPath = Annotated[Path, typer.Option("--spec", help="the release spec (YAML) of the protected table")]
 DbPath = Annotated[Path, typer.Option("--db", help="the DuckDB file of the protected table's releases")]
+#: The choices of ``demo --table``: the demo registry's tables (``demo.DEMOS``, whose import costs Dagster's: a
+#: test keeps the two equal) and ``all``.
+DemoTable = Literal["adult", "census_kdd", "census_kdd_m_distinct", "adult_requests", "all"]
 
 
 @contextmanager
@@ -166,11 +171,13 @@ def release(
         str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
     ] = None,
 ) -> None:
-    """Publish SNAPSHOT as the next release through the Dagster release job, in-process: stage it, run the
-    model, run the blocking checks, publish it. A SNAPSHOT with the rows of the last published release publishes
-    nothing (exit 0, "unchanged"), so running the same command again is safe. After a refusal, fix the data and
-    run it again: the refused snapshot is replaced, nothing has to be discarded. Each step is shown as it runs
-    (staging, the model's phases, the judge's verifiers and attacks, publication), with its seconds."""
+    """Publish SNAPSHOT as the next release of the table.
+
+    The Dagster release job runs in-process: stage the snapshot, run the model, run the blocking checks, publish.
+    A SNAPSHOT with the rows of the last published release publishes nothing (exit 0, "unchanged"), so running
+    the same command again is safe. After a refusal, fix the data and run it again: the refused snapshot is
+    replaced, nothing has to be discarded. Each step is shown as it runs (staging, the model's phases, the
+    judge's verifiers and attacks, publication), with its seconds."""
     from .orchestration import run_release
 
     names = [a.strip() for a in attributes.split(",") if a.strip()] if attributes else None
@@ -254,10 +261,11 @@ def record(
     attributes: Annotated[str, typer.Option(help="comma-separated columns that release published (quasi-identifiers, "
                                                  "non-identifiers, the sensitive column)")],
 ) -> None:
-    """Record a release published before this tool, as it was: the projection of SNAPSHOT on ATTRIBUTES,
-    ungeneralised, as the next release, marked in the manifest as not protected by any model (model
-    "recorded"). No model and no judge run. Later releases of the spec's model (one that reads every earlier
-    release, e.g. xy_privacy) are judged against it (``pipeline.record_published``)."""
+    """Record a release published before this tool, as it was.
+
+    The projection of SNAPSHOT on ATTRIBUTES, ungeneralised, becomes the next release, marked in the manifest as
+    protected by no model (model "recorded"). No model and no judge run. Later releases of a model that reads
+    every earlier release (e.g. xy_privacy) are judged against it."""
     from .pipeline import record_published
 
     names = [a.strip() for a in attributes.split(",") if a.strip()]
@@ -279,32 +287,61 @@ def show(
     spec: Annotated[
         Path | None, typer.Option("--spec", help="the release spec; when given, the store is checked against it")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="every field of every release, in full, as JSON (for programs)")
+    ] = False,
 ) -> None:
-    """The manifest: one row per published release."""
+    """The manifest: one line per published release.
+
+    Long parameters (e.g. m-Distinct's update sets) are summarised by their size and the checks counted; --json
+    prints every field in full."""
     with refusals(db):
         if spec is not None:
             manifest = existing_store(db, load_spec(spec)).manifest()
         else:
             manifest = read_manifest(db)
+    if as_json:
+        rows = [{**row, "created_at": row["created_at"].isoformat()} for row in manifest.to_dict(orient="records")]
+        sys.stdout.write(json.dumps(rows, indent=2, default=_plain) + "\n")
+        return
+    rows = [[str(row.release_id), row.model, _params_text(row.params), ", ".join(row.attributes),
+             f"{row.created_at:%Y-%m-%d %H:%M}", str(row.rows), _groups_text(row.groups, row.rows),
+             str(row.counterfeits), _checks_text(row.checks), _number(row.utility.get("lm"))]
+            for row in manifest.itertuples()]
+    columns = ("release", "model", "params", "attributes", "created (UTC)", "rows", "groups", "counterfeits",
+               "checks", "LM")
+    widths = [max([len(column), *(len(r[i]) for r in rows)]) for i, column in enumerate(columns)]
+    # params and attributes share what the others leave of the line (3 characters of rule and padding a column),
+    # cut with an ellipsis: a release stays on one line
+    room = (console.width - 3 * len(columns) - 1 - sum(w for c, w in zip(columns, widths, strict=True)
+                                                        if c not in ("params", "attributes"))) // 2
     table = Table(title=f"{db}: {len(manifest)} release(s)")
-    for column in ("release", "model", "params", "attributes", "created (UTC)", "rows", "groups", "counterfeits",
-                   "checks", "LM"):
+    for column, width in zip(columns, widths, strict=True):
+        shrinks = column in ("params", "attributes")
         table.add_column(column, justify="right" if column in ("release", "rows", "groups", "counterfeits", "LM")
-                         else "left", max_width=30 if column == "attributes" else None, overflow="ellipsis",
-                         no_wrap=column == "attributes")
-    for row in manifest.itertuples():
-        params = ", ".join(f"{k}={v}" for k, v in row.params.items())
-        table.add_row(str(row.release_id), row.model, params, ", ".join(row.attributes),
-                      f"{row.created_at:%Y-%m-%d %H:%M}", str(row.rows), str(row.groups), str(row.counterfeits),
-                      _checks_text(row.checks), _number(row.utility.get("lm")))
+                         else "left", no_wrap=True, overflow="ellipsis",
+                         width=min(width, max(room, 12)) if shrinks else width)
+    for cells in rows:
+        table.add_row(*cells)
     console.print(table)
+
+
+def _plain(value: object) -> object:
+    """A value ``json`` cannot write (a numpy scalar or array, a tuple) as the plain value it stands for."""
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else str(value)
+
+
+def _groups_text(groups: int, rows: int) -> str:
+    """The groups of a release, "-" for a release of rows in no group (a per-tuple model, a recorded release)."""
+    return "-" if groups == 0 and rows > 0 else str(groups)
 
 
 @app.command()
 def verify(spec: SpecPath, db: DbPath) -> None:
-    """Check the guarantee of the model over the whole published history, with the parameters its last release
-    was published with (``published.manifest``); exit 1 when it is broken. A spec whose model or parameters
-    differ from the manifest's is refused (``judged_store``)."""
+    """Check the model's guarantee over the whole published history; exit 1 when it is broken.
+
+    The history is judged with the model and parameters its last release was published with (the manifest's);
+    a spec whose model or parameters differ is refused, naming them."""
     from .core.judge.run import verify_history
 
     with refusals(db):
@@ -319,9 +356,11 @@ def attack(
     db: DbPath,
     name: Annotated[str | None, typer.Option("--attack", help="run only this attack (default: all)")] = None,
 ) -> None:
-    """Run the attack suite on the published history as an adversary would, against the bound of the model and
-    parameters its last release was published with (``published.manifest``; a spec that differs is refused,
-    ``judged_store``); exit 1 when an attack discloses."""
+    """Attack the published history as an adversary would; exit 1 when an attack discloses.
+
+    Each attack is measured against the bound of the model and parameters the last release was published with
+    (the manifest's; a spec that differs is refused, naming them). The "found" column says what the count is:
+    individuals below the bound, or linked pairs that disclose nothing beside the disclosing links."""
     from .core.judge import attack_registry
     from .core.judge.run import attack_history
 
@@ -340,7 +379,9 @@ def discard(
     db: DbPath,
     release_id: Annotated[int, typer.Option("--release", help="the unpublished release to drop (and any later one)")],
 ) -> None:
-    """Drop a staged release that was never published, so it can be staged again from new rows."""
+    """Drop a staged release that was never published, so it can be staged again from new rows.
+
+    Never needed after a refusal (the next release replaces the refused snapshot); kept to drop one by hand."""
     with refusals(db):
         existing_store(db, load_spec(spec)).discard(release_id)
     console.print(f"discarded the staged release {release_id} (and any later one) from {db}")
@@ -416,56 +457,86 @@ def report(
 def demo(
     home: Annotated[Path, typer.Option("--home", help="the demo folder (source, release store, Dagster home)")] = Path(
         "demo"),
-    releases: Annotated[int, typer.Option("--releases", min=1, help="how many releases of the stream to publish")] = 10,
-    table: Annotated[str, typer.Option("--table", help="the demo table: adult, census_kdd, census_kdd_m_distinct "
-                                                "or adult_requests")] = "adult",
+    releases: Annotated[int | None, typer.Option("--releases", min=1, help="how many releases of the stream to "
+                                                 "publish (default: the demo's own)")] = None,
+    table: Annotated[DemoTable, typer.Option("--table", help="the demo table, or all of them")] = "adult",
 ) -> None:
-    """Publish a stream of snapshots of a demo table through the example code location's Dagster definitions
-    (sensor tick, release job, blocking checks), then summarise the history. Adult: 30,000 rows, then 1,000
-    deleted, 1,000 inserted and 1% a year older per release, republished with m-invariance (m = 4). Starts
-    over: an earlier demo of the table under HOME is replaced."""
-    from .demo import DEMOS, ROOT, run_demo
+    """Publish a stream of releases of a demo table through the example code location's Dagster definitions.
 
-    if table not in DEMOS:
-        raise typer.BadParameter(f"unknown demo table {table!r}; the demos are {', '.join(DEMOS)}",
-                                 param_hint="--table")
+    Each release is a sensor tick (the source changed, or a release request) and a run of the release job
+    (snapshot, model, blocking checks, publication) that the Dagster UI shows. adult and census_kdd: m-invariance
+    (m = 4) under deletes, inserts and updates; census_kdd_m_distinct: m-Distinct under sensitive updates;
+    adult_requests: sequential l-diversity, each release the attributes of a request. A table starts over: its
+    earlier demo under HOME is replaced; the other tables' are kept."""
+    from .demo import DEMOS, ROOT
+
+    names = list(DEMOS) if table == "all" else [table]
     home = home.resolve()
-    steps = []
+    done = [_demo(name, releases or DEMOS[name].releases, home) for name in names]
+    if len(done) > 1:
+        _demos_summary(done)
     bin_dir = Path(sys.executable).parent  # the commands printed below work as printed, from any folder
+    console.print(f"open the UI on it: cd {ROOT} && DAGSTER_HOME={home / '.dagster'} PRIVRELEASE_HOME={home} "
+                  f"{bin_dir / 'dagster'} dev -w workspace.yaml", highlight=False, soft_wrap=True)
+    for name in names:
+        db = DEMOS[name].folder(home) / "releases.duckdb"
+        console.print(f"judge {name} again: {bin_dir / 'privrelease'} attack --spec {DEMOS[name].spec} --db {db}",
+                      highlight=False, soft_wrap=True)
+
+
+def _demo(name: str, releases: int, home: Path) -> tuple[str, Any, float]:
+    """Run demo ``name`` (``demo.run_demo``) with a line per release and its table; return its name, manifest and
+    time in seconds. Exits 1 with the reason when a release is refused."""
+    from .demo import DEMOS, run_demo
+
+    steps = []
 
     def released(i: int, counts: dict, bar: Progress, task) -> None:
         steps.append(counts)
-        bar.update(task, completed=i, description=f"{table}: release {i}")
+        bar.update(task, completed=i, description=f"{name}: release {i}")
         # a line per release, also when the output is a file or a pipe (make demo | tee), where no bar is drawn
-        bar.console.print(f"{table}: release {i} of {releases} published (source: {counts['inserts']} inserted, "
+        bar.console.print(f"{name}: release {i} of {releases} published (source: {counts['inserts']} inserted, "
                           f"{counts['deletes']} deleted, {counts['updates']} updated)", highlight=False)
 
+    started = time.perf_counter()
     with refusals(), progress() as bar:
-        task = bar.add_task(f"{table}: fetching the data (first use) and releasing", total=releases)
-        manifest, dagster_home = run_demo(table, releases, home,
-                                          on_release=lambda i, counts: released(i, counts, bar, task))
-    spec = load_spec(DEMOS[table].spec)
-    _demo_table(manifest, steps, spec)
-    db = DEMOS[table].folder(home) / "releases.duckdb"
-    console.print(f"release store (DuckDB): [bold]{db}[/]", soft_wrap=True)
-    console.print(f"open the UI on it: cd {ROOT} && DAGSTER_HOME={dagster_home} PRIVRELEASE_HOME={home} "
-                  f"{bin_dir / 'dagster'} dev -w workspace.yaml", highlight=False, soft_wrap=True)
-    console.print(f"judge it again: {bin_dir / 'privrelease'} attack --spec {DEMOS[table].spec} --db {db}",
-                  highlight=False, soft_wrap=True)
+        task = bar.add_task(f"{name}: fetching the data (first use) and releasing", total=releases)
+        manifest, _ = run_demo(name, releases, home, on_release=lambda i, counts: released(i, counts, bar, task))
+    _demo_table(manifest, steps, load_spec(DEMOS[name].spec))
+    console.print(f"release store (DuckDB): [bold]{DEMOS[name].folder(home) / 'releases.duckdb'}[/]", soft_wrap=True)
+    return name, manifest, time.perf_counter() - started
+
+
+def _demos_summary(done: Sequence[tuple[str, Any, float]]) -> None:
+    """One line per demo table: its model and parameters, releases, last release's rows, checks, time."""
+    table = Table(title=f"{len(done)} demo tables published through Dagster in {sum(t for *_, t in done):.0f} s")
+    for column in ("table", "model", "params", "releases", "rows (last)", "checks (last)", "time (s)"):
+        table.add_column(column, justify="right" if column in ("releases", "rows (last)", "time (s)") else "left",
+                         no_wrap=True, overflow="ellipsis", max_width=48 if column == "params" else None)
+    for name, manifest, seconds in done:
+        last = manifest.iloc[-1]
+        table.add_row(name, last["model"], _params_text(last["params"]), str(len(manifest)), str(last["rows"]),
+                      _checks_text(last["checks"]), f"{seconds:.0f}")
+    console.print(table)
 
 
 def _demo_table(manifest, steps: Sequence[dict], spec: Spec) -> None:
-    params = ", ".join(f"{k}={_param_text(v)}" for k, v in spec.model.params.items())
-    table = Table(title=f"{spec.name}: {spec.model.name} ({params}), published through Dagster")
+    table = Table(title=f"{spec.name}: {spec.model.name} ({_params_text(spec.model.params)}), published through "
+                  "Dagster")
     for column in ("release", "rows (incl. counterfeits)", "inserts", "deletes", "updates", "groups", "counterfeits",
                    "LM", "NCP", "query error", "checks"):
         table.add_column(column, justify="left" if column == "checks" else "right")
     for row, step in zip(manifest.itertuples(), steps, strict=False):
         table.add_row(str(row.release_id), str(row.rows), str(step["inserts"]), str(step["deletes"]),
-                      str(step["updates"]), str(row.groups), str(row.counterfeits), _number(row.utility.get("lm")),
-                      _number(row.utility.get("ncp")), _number(row.utility.get("query_error")),
-                      _checks_text(row.checks))
+                      str(step["updates"]), _groups_text(row.groups, row.rows), str(row.counterfeits),
+                      _number(row.utility.get("lm")), _number(row.utility.get("ncp")),
+                      _number(row.utility.get("query_error")), _checks_text(row.checks))
     console.print(table)
+
+
+def _params_text(params: dict) -> str:
+    """A model's parameters on one line, each long one by its size (``_param_text``)."""
+    return ", ".join(f"{k}={_param_text(v)}" for k, v in params.items())
 
 
 def _param_text(value: object) -> str:
@@ -487,25 +558,36 @@ def _verdict(title: str, reports: Sequence[Report]) -> None:
 
 def _reports_table(title: str, reports: Sequence[Report]) -> None:
     table = Table(title=title)
-    for column in ("check", "result", "violations", "summary"):
-        table.add_column(column, justify="right" if column == "violations" else "left")
+    for column in ("check", "result", "found", "summary"):
+        table.add_column(column, max_width=36 if column == "found" else None)
     for r in reports:
+        if r.summary.get("skipped"):
+            table.add_row(r.name, "[yellow]skipped[/]", "-", str(r.summary["skipped"]))
+            continue
         summary = ", ".join(f"{k}={_number(v) if isinstance(v, float) else v}" for k, v in r.summary.items())
-        result = "[yellow]skipped[/]" if r.summary.get("skipped") else "[green]holds[/]" if r.ok else "[red]broken[/]"
-        table.add_row(r.name, result, _violations_text(r), summary)
+        table.add_row(r.name, "[green]holds[/]" if r.ok else "[red]broken[/]", _found_text(r), summary)
     console.print(table)
 
 
-def _violations_text(report: Report) -> str:
-    """How many rows ``report``'s violations frame has and, when it says what they are (a ``kind`` column, e.g.
-    the equivalence attack's linked pairs, most of which disclose nothing), how many of each kind."""
+def _found_text(report: Report) -> str:
+    """What ``report`` found, counted and named: by kind when its violations say (a ``kind`` column: the
+    equivalence attack's linked pairs, most of which disclose nothing, and its disclosing links); else a
+    verifier's violations, or an attack's individuals below its bound (``below_bound``), those already disclosed
+    by a release recorded before the tool (``predating``) said so, and rows of a report that holds said to break
+    nothing."""
     frame = report.violations
-    if frame is None or not len(frame):
-        return "0"
-    if "kind" not in frame.columns:
-        return str(len(frame))
-    kinds = frame["kind"].value_counts(sort=False)
-    return f"{len(frame)} (" + ", ".join(f"{n} {kind}" for kind, n in kinds.items()) + ")"
+    n = 0 if frame is None else len(frame)
+    if frame is not None and n and "kind" in frame.columns:
+        return ", ".join(f"{count:,} {kind}" for kind, count in frame["kind"].value_counts(sort=False).items())
+    if "bound" not in report.summary:  # a verifier's
+        return f"{n:,} violation(s)" if n else "no violation"
+    below = int(report.summary.get("below_bound", n))
+    predating = int(report.summary.get("predating", 0))
+    if not below:
+        return "nobody below the bound"
+    if predating:
+        return f"{below:,} below the bound, {predating:,} of them disclosed by a recorded release"
+    return f"{below:,} below the bound" + (", none breaking the guarantee" if report.ok else "")
 
 
 def _checks_text(checks: dict) -> str:

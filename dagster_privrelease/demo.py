@@ -4,7 +4,9 @@ and Adult published through release requests with sequential l-diversity (``adul
 attributes): their definitions
 (``build_definitions``; the example ``dg`` project ``examples/privrelease_demo`` declares the same tables as
 ``defs.yaml`` files), their change stream
-(``demo_changes``) and a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command).
+(``demo_changes``), a whole run of releases through Dagster (``run_demo``, the ``privrelease demo`` command; its
+runs are runs of the code location, ``launch``, so the UI's Overview timeline shows them) and one refused release
+to show (``demo_refusal``, used by ``make screenshots``).
 
 Each demo keeps, under ``$PRIVRELEASE_HOME`` (default ``./demo``), a folder ``<name>/`` with
 
@@ -33,9 +35,14 @@ import duckdb
 import numpy as np
 import pandas as pd
 import yaml
+from dagster._core.definitions.job_base import InMemoryJob
 from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
 from dagster._core.definitions.selector import InstigatorSelector
+from dagster._core.execution.api import create_execution_plan, execute_run
+from dagster._core.execution.execution_result import ExecutionResult
+from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
+from dagster._core.workspace.load import location_origins_from_yaml_paths
 
 from . import datasets
 from .core.spec import Spec, load_spec
@@ -43,12 +50,15 @@ from .core.stream import UpdateRule, changes, split_base_pool, stream
 from .orchestration import DuckDBTableSource, release_definitions, sensors
 from .orchestration.definitions import QUIET, raise_unless_published
 from .storage import ReleaseStore
+from .storage.connection import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The demos' specs and hierarchies.
 RESOURCES = ROOT / "resources"
 #: The instance settings of the demos (one run of a table at a time), copied into the demo's Dagster home.
 INSTANCE_SETTINGS = ROOT / "assets" / "dagster.yaml"
+#: The workspace ``dagster dev -w`` loads: the example code location ``LOCATION``.
+WORKSPACE = ROOT / "workspace.yaml"
 
 
 def _older(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -117,11 +127,27 @@ class Demo:
     inserts: int | None = None  # rows inserted per step (default ``batch``; Li-Zhou §VI-A: -2,000 / +5,000)
     #: the internal updates of a step, column -> rule, from the bound spec (default: age + 1)
     updates: Callable[[Spec], dict[str, UpdateRule]] = _age_rules
+    releases: int = 5  # how many releases ``make demo`` (``privrelease demo --table all``) publishes
 
     @property
     def spec(self) -> Path:
         """The demo's release spec (``resources/<name>.yaml``)."""
         return RESOURCES / f"{self.name}.yaml"
+
+    @property
+    def sensor(self) -> str:
+        """The sensor that releases the demo's steps: the request sensor when the demo has ``requests`` (each
+        release its own attributes), else the source sensor."""
+        return f"{self.name}_release_requests" if self.requests else f"{self.name}_source_changed"
+
+    def request(self, step: int, home: Path | None = None) -> Path:
+        """Write the release request of ``step`` (1, 2, ...; ``requests`` taken in turn) to ``requests/`` unless it
+        is there (the first step writes them all: ``demo_changes``); return its path."""
+        path = self.folder(home) / "requests" / f"{step:02d}.yaml"
+        if not path.exists():
+            attributes = self.requests[(step - 1) % len(self.requests)]
+            path.write_text(yaml.safe_dump({"attributes": list(attributes)}))
+        return path
 
     def folder(self, home: Path | None = None) -> Path:
         """The demo's folder under ``home`` (default ``demo_home()``)."""
@@ -133,10 +159,10 @@ class Demo:
 
 
 DEMOS = {
-    "adult": Demo("adult", datasets.load_adult, base=30_000, batch=1_000, update_fraction=0.01),
+    "adult": Demo("adult", datasets.load_adult, base=30_000, batch=1_000, update_fraction=0.01, releases=10),
     "census_kdd": Demo(
         "census_kdd", lambda: datasets.load_census_kdd(workers_only=True), base=40_000, batch=2_000,
-        update_fraction=0.01,
+        update_fraction=0.01, releases=3,
     ),
     # m-Distinct (resources/census_kdd_m_distinct.yaml): Li-Zhou §VI-A's protocol, 20,000 rows, then per step
     # 2,000 deleted, 5,000 inserted and a quarter of the survivors (about 4,500; the paper updates 5,000) a year
@@ -147,11 +173,12 @@ DEMOS = {
     ),
     # Sequential l-diversity (resources/adult_requests.yaml): releases come from requests, each with its own
     # attributes, four of the ten random subsets of Shmueli-Tassa Fig. 14 (occupation, the sensitive value, is in
-    # every release); a step inserts an l-diverse batch (§5.2)
+    # every release); a step inserts an l-diverse batch (§5.2); each request is released in turn
+    # (``Demo.request``), so the join and possible-world attacks (Shmueli-Tassa §3) have releases to combine
     "adult_requests": Demo(
         "adult_requests", datasets.load_adult, base=10_000, batch=1_000, update_fraction=0.0, inserts_only=True,
         requests=(("age", "sex", "marital_status", "race"), ("education", "marital_status", "workclass",
-                  "native_country"), ("age", "race", "native_country"), ("education", "race", "workclass")),
+                  "native_country"), ("age", "race", "native_country"), ("education", "race", "workclass")), releases=4,
     ),
 }
 
@@ -185,8 +212,8 @@ def demo_changes(name: str, home: Path | None = None) -> dict[str, int]:
             data = demo.loader()[spec.columns]
             people, pool = split_base_pool(data, demo.base, np.random.default_rng(spec.seed))
             _replace(con, people, pool)
-            for i, attributes in enumerate(demo.requests, start=1):
-                (folder / "requests" / f"{i:02d}.yaml").write_text(yaml.safe_dump({"attributes": list(attributes)}))
+            for step in range(1, len(demo.requests) + 1):
+                demo.request(step, home)
             return {"inserts": len(people), "deletes": 0, "updates": 0}
         people = con.execute("SELECT * FROM source.people").df()
         pool = con.execute("SELECT * FROM source.pool").df()
@@ -239,13 +266,15 @@ def run_demo(
     name: str, releases: int, home: Path | None = None, on_release: Callable[[int, dict], None] | None = None
 ) -> tuple[pd.DataFrame, Path]:
     """Start demo ``name`` over under ``home`` and publish ``releases`` releases through the code location's
-    definitions (``build_definitions``), as ``dagster dev`` would: each step changes the source (``demo_changes``),
-    ticks the source sensor the daemon's way (``sensors.tick``), records the tick in the instance's tick storage
-    as the sensor daemon does (``recorded_tick``: the sensor's page in the UI lists it, with its runs), and runs
-    the release job it requests in-process, on a persistent Dagster instance in ``home/.dagster`` (so the UI
-    shows the runs). ``on_release(i, counts)`` is called after release i with the source's change counts.
-    The demo tables share that instance: starting ``name`` over replaces its folder and its own Dagster history
-    (``forget``), never another table's.
+    definitions (``build_definitions``), as ``dagster dev`` would: each step changes the source (``demo_changes``;
+    a demo of release requests also drops the step's request, ``Demo.request``), ticks the demo's sensor the
+    daemon's way (``sensors.tick``; ``Demo.sensor``: the request sensor for a demo of requests, so each release
+    has its own attributes), records the tick in the instance's tick storage as the sensor daemon does
+    (``recorded_tick``: the sensor's page in the UI lists it, with its runs), and runs the release job it requests
+    in-process as a run of the code location (``launch``: the Overview timeline shows it), on a persistent Dagster
+    instance in ``home/.dagster``. ``on_release(i, counts)`` is called after release i with the source's change
+    counts. The demo tables share that instance: starting ``name`` over replaces its folder and its own Dagster
+    history (``forget``), never another table's.
 
     Returns the store's manifest and the Dagster home. Raises the package's error (e.g. ``NotPublishable``) of
     a release that was refused; the releases before it stay published.
@@ -259,22 +288,17 @@ def run_demo(
         shutil.copy(INSTANCE_SETTINGS, dagster_home / "dagster.yaml")
     defs = build_definitions(home)
     job = defs.resolve_job_def(f"{name}_release")
-    sensor = f"{name}_source_changed"
     cursor = None
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         forget(instance, defs, name)
         for i in range(1, releases + 1):
             counts = demo_changes(name, home)
-            with recorded_tick(instance, sensor) as record:
-                data = sensors.tick(defs, instance, sensor, cursor)
+            if demo.requests:
+                demo.request(i, home)
+            with recorded_tick(instance, demo.sensor) as record:
+                data = sensors.tick(defs, instance, demo.sensor, cursor)
                 cursor = data.cursor
-                results = [
-                    (request, job.execute_in_process(
-                        partition_key=request.partition_key, tags=request.tags, instance=instance,
-                        raise_on_error=False, run_config=QUIET,
-                    ))
-                    for request in data.run_requests or []
-                ]
+                results = [(request, launch(instance, job, request)) for request in data.run_requests or []]
                 record(data, [(r.run_key, result.run_id) for r, result in results])
             for request, result in results:
                 raise_unless_published(result, name, str(request.partition_key))
@@ -282,6 +306,29 @@ def run_demo(
                 on_release(i, counts)
     store = ReleaseStore(demo.folder(home) / "releases.duckdb", load_spec(demo.spec))
     return store.manifest(), dagster_home
+
+
+def job_origin(job: str) -> RemoteJobOrigin:
+    """Where the UI finds job ``job``: the example code location ``LOCATION`` as ``workspace.yaml`` declares it
+    (``dagster dev -w workspace.yaml`` names the same origin), its single repository, the job's name. A run that
+    carries it is placed under its job in the Overview timeline and the location's run lists. Reads
+    ``workspace.yaml`` only (no code server is started). KeyError when the workspace declares no ``LOCATION``."""
+    origins = {o.location_name: o for o in location_origins_from_yaml_paths([str(WORKSPACE)])}
+    return RemoteJobOrigin(RemoteRepositoryOrigin(origins[LOCATION], SINGLETON_REPOSITORY_NAME), job)
+
+
+def launch(instance: dg.DagsterInstance, job: dg.JobDefinition, request: dg.RunRequest) -> ExecutionResult:
+    """Run ``request`` (a sensor's run request of a partition of ``job``) in this process as a run of the code
+    location: the run is created with ``job``'s and the request's tags, the partition's tags and the remote origin
+    of the job (``job_origin``), as the sensor daemon creates it, then executed in-process (``execute_run``),
+    with Dagster's console logging silenced (``QUIET``). A step's failure does not raise: the caller reads the
+    result (``raise_unless_published``). Costs the run's steps."""
+    key = str(request.partition_key)
+    tags = {**job.run_tags, **job.get_tags_for_partition_key(key, None), **request.tags}
+    plan = create_execution_plan(InMemoryJob(job), run_config=QUIET, instance_ref=instance.get_ref(), tags=tags)
+    run = instance.create_run_for_job(job, execution_plan=plan, run_config=QUIET, tags=tags,
+                                      remote_job_origin=job_origin(job.name))
+    return execute_run(InMemoryJob(job), run, instance)
 
 
 def forget(instance: dg.DagsterInstance, defs: dg.Definitions, table: str) -> None:
@@ -310,7 +357,8 @@ def recorded_tick(instance: dg.DagsterInstance, sensor: str) -> Iterator[Callabl
     """A tick of ``sensor`` in ``instance``'s tick storage, as the sensor daemon records one: created STARTED on
     entry; the caller hands the tick's data (``SensorResult`` data: cursor, run requests, skip message) and the
     ``(run_key, run_id)`` of the runs it launched to the function it gets, which marks the tick SUCCESS (runs
-    requested) or SKIPPED (with the reason); a tick left without it (an error) is marked FAILURE on exit."""
+    requested) or SKIPPED (with the reason), with the key of what the sensor logged (``sensors.tick``); a tick
+    left without it (an error) is marked FAILURE on exit."""
     selector = sensor_selector(sensor)
     tick = instance.create_tick(TickData(
         instigator_origin_id=selector.get_id(), instigator_name=sensor, instigator_type=InstigatorType.SENSOR,
@@ -320,6 +368,8 @@ def recorded_tick(instance: dg.DagsterInstance, sensor: str) -> Iterator[Callabl
 
     def record(data, runs: list[tuple[str | None, str]]) -> None:
         marked = tick.with_cursor(data.cursor)
+        if data.log_key:  # what the sensor logged on the tick, shown beside it in the UI
+            marked = marked.with_log_key(data.log_key)
         for run_key, run_id in runs:
             marked = marked.with_run_info(run_id=run_id, run_key=run_key)
         if runs:
@@ -350,3 +400,44 @@ def build_definitions(home: Path | None = None) -> dg.Definitions:
 def change_jobs() -> list[dg.JobDefinition]:
     """The job ``<name>_demo_changes`` of each demo table (``demo_changes``: create its source, then change it)."""
     return [_changes_job(demo) for demo in DEMOS.values()]
+
+
+def demo_refusal(name: str = "adult_requests", rows: int = 10, home: Path | None = None) -> str:
+    """A refused release of demo ``name`` (default the sequential l-diversity demo, whose model refuses
+    deletions, Shmueli-Tassa §5.3), for the UI to show: ``rows`` rows are deleted from its source, its source
+    sensor ticks (recorded, ``recorded_tick``) and the release run it requests runs as a run of the code location
+    (``launch``) and is refused; then the rows are put back, so the source holds the last published release's rows
+    again (the sensor's next tick retires the refused partition: nothing is published, nothing blocked). Does
+    nothing when a run of ``name`` already failed on that instance. Returns the refused run's id.
+
+    Raises ValueError when the run was not refused (it published, or the tick requested nothing): the demo is not
+    the one this expects (run ``run_demo`` first)."""
+    home = home or demo_home()
+    demo = DEMOS[name]
+    defs = build_definitions(home)
+    sensor = f"{name}_source_changed"
+    with dg.DagsterInstance.from_config(str(home / ".dagster")) as instance:
+        failed = instance.get_runs(dg.RunsFilter(tags={sensors.TAG: name}, statuses=[dg.DagsterRunStatus.FAILURE]),
+                                   limit=1)
+        if failed:
+            return failed[0].run_id
+        source = demo.source(home)
+        key = quote(load_spec(demo.spec).id)
+        with duckdb.connect(source.database) as con:
+            gone = con.execute(f"SELECT * FROM {source.table} ORDER BY {key} LIMIT {int(rows)}").df()
+            con.register("gone", gone)
+            con.execute(f"DELETE FROM {source.table} WHERE {key} IN (SELECT {key} FROM gone)")
+        try:
+            with recorded_tick(instance, sensor) as record:
+                data = sensors.tick(defs, instance, sensor, None)
+                job = defs.resolve_job_def(f"{name}_release")
+                results = [(request, launch(instance, job, request)) for request in data.run_requests or []]
+                record(data, [(r.run_key, result.run_id) for r, result in results])
+        finally:
+            with duckdb.connect(source.database) as con:
+                con.register("gone", gone)
+                con.execute(f"INSERT INTO {source.table} SELECT * FROM gone")
+    refused = [result.run_id for _, result in results if not result.success]
+    if not refused:
+        raise ValueError(f"{name}: deleting {rows} rows was not refused; run the demo of {name} first")
+    return refused[0]

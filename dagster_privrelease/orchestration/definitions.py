@@ -21,6 +21,7 @@ from typing import Any
 
 import dagster as dg
 import pandas as pd
+from dagster._core.execution.execution_result import ExecutionResult
 
 from .. import pipeline
 from ..core import models
@@ -234,7 +235,7 @@ def _run(
     return {"release_id": release_id, "partition_key": key, "run_id": result.run_id, "outcome": "published", **row}
 
 
-def raise_unless_published(result: dg.ExecuteInProcessResult, table: str, key: str) -> None:
+def raise_unless_published(result: ExecutionResult, table: str, key: str) -> None:
     """Raise NotPublishable naming the failed blocking checks, the refusal (``Failure``) of a step, or the class of
     any other error of a step, when the release run ``result`` of partition ``key`` did not publish; return
     quietly when it did."""

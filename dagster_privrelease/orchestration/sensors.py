@@ -22,6 +22,9 @@
   quasi-identifier, so for them a request that names a strict subset is refused with a logged reason. An
   accepted request becomes a partition and a run tagged ``privrelease/attributes``. One request per tick, in
   file-name order; the cursor lists the files handled.
+
+Each tick logs what it did (``explained``): the release it requested and why, or why it requested none, in the
+tick's log that the UI shows on the sensor's page.
 """
 
 
@@ -31,6 +34,7 @@ from pathlib import Path
 
 import dagster as dg
 from dagster import SensorEvaluationContext
+from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
 
 from .. import pipeline
 from ..core.spec import Spec
@@ -113,8 +117,7 @@ def next_release(
         )
         if runs:
             status = runs[0].status.value.lower()
-            return Hold(f"{table}: release {waiting} is still {status} (run {runs[0].run_id}); the change waits "
-                        "for it", waits=True)
+            return Hold(f"{table}: release {waiting} is still {status}; the change waits for its run", waits=True)
     return Plan(key, len(published), missing, pending)
 
 
@@ -147,6 +150,9 @@ def source_sensor(release: ReleaseTable, job) -> dg.SensorDefinition:
         description=f"Adds a release of {table} when rows of its source were inserted, deleted or updated.",
     )
     def sensor(context: SensorEvaluationContext):
+        return explained(context, evaluate(context))
+
+    def evaluate(context: SensorEvaluationContext) -> dg.SkipReason | dg.SensorResult:
         source = getattr(context.resources, release.source)
         spec = getattr(context.resources, release.store).loaded_spec()
         try:
@@ -189,6 +195,9 @@ def request_sensor(release: ReleaseTable, job, folder: Path) -> dg.SensorDefinit
         description=f"Turns release requests (YAML files in {folder}) into releases of {table}.",
     )
     def sensor(context: SensorEvaluationContext):
+        return explained(context, evaluate(context))
+
+    def evaluate(context: SensorEvaluationContext) -> dg.SkipReason | dg.SensorResult:
         done = json.loads(context.cursor) if context.cursor else []
         pending = sorted(p.name for p in folder.glob("*.yaml") if p.name not in done) if folder.is_dir() else []
         if not pending:
@@ -199,7 +208,6 @@ def request_sensor(release: ReleaseTable, job, folder: Path) -> dg.SensorDefinit
         try:
             attributes = read_request(folder / name, spec)
         except ValueError as exc:
-            context.log.warning(str(exc))
             return dg.SensorResult(cursor=cursor, skip_reason=str(exc))
         source = getattr(context.resources, release.source)
         plan = next_release(release, context, source, source.fingerprint(spec))
@@ -230,6 +238,23 @@ def read_request(path: Path, spec: Spec) -> tuple[str, ...]:
         raise ValueError(f"request {path.name}: {exc}") from exc
 
 
+def explained(context: SensorEvaluationContext, result: dg.SkipReason | dg.SensorResult):
+    """``result`` of a tick, after logging what it does to the tick's log (``context.log``, the log the UI shows on
+    the sensor's tick): the release it requests (partition, what triggered it, the attributes of a request) or
+    why it requests none (the skip reason). Names, keys and counts only."""
+    if isinstance(result, dg.SkipReason):
+        context.log.info(f"skipped: {result.skip_message}")
+        return result
+    for request in result.run_requests or []:
+        tags = request.tags
+        why = f"request {tags['privrelease/request']}" if "privrelease/request" in tags else "the source changed"
+        attributes = f", attributes {tags[ATTRIBUTES_TAG].replace(',', ', ')}" if ATTRIBUTES_TAG in tags else ""
+        context.log.info(f"requested release {request.partition_key} of {tags[TAG]} ({why}{attributes})")
+    if not result.run_requests:
+        context.log.info(f"skipped: {result.skip_reason.skip_message if result.skip_reason else 'nothing to do'}")
+    return result
+
+
 def _release(release: ReleaseTable, plan: Plan, cursor: str, run_key: str, tags: dict) -> dg.SensorResult:
     """A run of partition ``plan.key`` with its partition requests (``Plan.run_requests``)."""
     return dg.SensorResult(
@@ -241,10 +266,12 @@ def _release(release: ReleaseTable, plan: Plan, cursor: str, run_key: str, tags:
 
 def tick(defs: dg.Definitions, instance: dg.DagsterInstance, sensor: str, cursor: str | None):
     """One tick of ``sensor`` as the daemon evaluates it (``evaluate_tick``), its partition requests applied to
-    ``instance``. Returns the tick's data: the caller launches its ``run_requests`` and passes its ``cursor`` on."""
+    ``instance``. Returns the tick's data: the caller launches its ``run_requests`` and passes its ``cursor`` on;
+    its ``log_key`` names what the tick logged in ``instance``'s captured logs (None when it logged nothing)."""
     # entered and left like the daemon does: the context's own instance must not outlive the tick
     with dg.build_sensor_context(
-        instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources
+        instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources,
+        repository_name=SINGLETON_REPOSITORY_NAME, sensor_name=sensor,
     ) as context:
         data = defs.resolve_sensor_def(sensor).evaluate_tick(context)
     for request in data.dynamic_partitions_requests or []:

@@ -128,7 +128,7 @@ class StoreSchema(StoreConnection):
             con.execute(ddl)
         stored = stored_columns(con)
         if len(stored):
-            _check_roles(stored, self._roles(), self.path)
+            _check_roles(stored, self._roles(), self.path, self.spec.name)
             self._create_data_tables(con, dict(zip(stored["column_name"], stored["sql_type"], strict=True)))
         self._ready = True
 
@@ -186,7 +186,7 @@ class StoreSchema(StoreConnection):
         numbers, or its floats as integers. Every other change of kind is refused: a categorical's values are
         labels (``1`` and ``1.0`` are two leaves, integers beside text are new leaves), and text in a numeric
         column means the source changed."""
-        _check_roles(stored, self._roles(), self.path)
+        _check_roles(stored, self._roles(), self.path, self.spec.name)
         incoming = self._column_record(frame, raw)
         incoming["all_null"] = [bool(frame[c].isna().all()) for c in incoming["column_name"]]
         incoming["integral"] = [_integral(frame[c]) for c in incoming["column_name"]]
@@ -376,16 +376,20 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _check_roles(stored: pd.DataFrame, roles: list[tuple[str, str]], path: Path) -> None:
-    """Refuse a spec whose columns or roles differ from the ones recorded when the store was created."""
+def _check_roles(stored: pd.DataFrame, roles: list[tuple[str, str]], path: Path, spec: str) -> None:
+    """Refuse spec ``spec`` when its columns or roles differ from the ones recorded when the store was created,
+    naming the differing columns and both ways out: the wrong spec (pass the store's own), or a table whose
+    columns changed (schema drift: a history has one schema, so a new store file)."""
     before = list(zip(stored["column_name"], stored["role"], strict=True))
     if before == roles:
         return
     gone = [f"{c} ({r})" for c, r in before if (c, r) not in roles]
     new = [f"{c} ({r})" for c, r in roles if (c, r) not in before]
     raise StoreError(
-        f"{path}: schema drift: the store was built for other columns; no longer in the spec: {gone or 'none'}; "
-        f"new in the spec: {new or 'none'}. A release history needs one schema: use a new store file"
+        f"{path}: spec {spec!r} does not match the store's history (schema drift): in the store, not in the spec: "
+        f"{gone or 'none'}; in the spec, not in the store: {new or 'none'}. If this is the wrong spec, pass the one "
+        "the store was built with; if the table's columns changed, publish them to a new store file (a release "
+        "history has one schema)"
     )
 
 

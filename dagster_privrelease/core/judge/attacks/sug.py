@@ -84,7 +84,8 @@ def sug_attack(
     spec = history.spec
     sets = update_sets if update_sets is not None else spec.model.params.get("update_sets")
     if sets is None:
-        return skipped("sug", "no candidate update sets (CUS): pass update_sets= or set the spec's model.update_sets")
+        return skipped("sug", "not applicable: the spec declares no candidate update sets (model.update_sets, "
+                       "Li-Zhou Def. 12), the knowledge of how a sensitive value may change that this attack uses")
     if history.snapshots is None:
         return skipped("sug", "no snapshots: the adversary's QI values and lifespans are unknown")
     layers = sug_layers(history, sets)
