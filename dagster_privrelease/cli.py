@@ -218,8 +218,9 @@ def preview(
         str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
     ] = None,
 ) -> None:
-    """Show what releasing SNAPSHOT would publish (its counts, utility and the judge's verdicts) without
-    publishing anything: the release is made on a throw-away copy of the store, and DB is left as it was, so the
+    """Show what releasing SNAPSHOT would publish, or why it would be refused, without publishing anything.
+
+    Counts, utility and the judge's verdicts are shown. The release is made on a throw-away copy of the store, and DB is left as it was, so the
     next release is never blocked by a preview. Exit 0 when the release would be published (or SNAPSHOT holds the
     rows of the last release: "unchanged"); exit 1 with the reason in one line when it would be refused, as
     `privrelease release` would. The Great Expectations suite of the Dagster release is not run."""
@@ -395,8 +396,9 @@ def change_feed(
     table: Annotated[str, typer.Option("--table", help="the PostgreSQL source table, schema.table")],
     feed_schema: Annotated[str, typer.Option("--feed-schema", help="the schema of the feed's tables")] = "privrelease",
 ) -> None:
-    """Install the change feed of a PostgreSQL source table (triggers filling a change log), once: the table's
-    rows become the feed's position 1. Re-running it changes nothing."""
+    """Install the change feed of a PostgreSQL source table (triggers filling a change log).
+
+    The table's rows become the feed's position 1. Re-running it changes nothing."""
     from .orchestration.postgres_source import PostgresTableSource
 
     with refusals():
@@ -416,10 +418,11 @@ def export(
              "variable, so the password is not on the command line)")] = None,
     schema: Annotated[str, typer.Option("--schema", help="the PostgreSQL schema exported to")] = "privrelease",
 ) -> None:
-    """Export published releases as Parquet under TO, partitioned by release (release/, counterfeit/, manifest/,
-    verdict/ with one release_id=N folder each, and domain/), readable by DuckDB, pandas or Spark without this
-    package; and/or into a PostgreSQL schema (--postgres). Exporting a release again replaces it. Nothing of the
-    private schema is exported."""
+    """Export published releases as Parquet under TO, partitioned by release, or into PostgreSQL.
+
+    The folders release/, counterfeit/, manifest/ and verdict/ hold one release_id=N folder each, beside domain/;
+    DuckDB, pandas or Spark read them without this package. --postgres writes the same tables into a PostgreSQL
+    schema. Exporting a release again replaces it. Nothing of the private schema is exported."""
     from .export import export_postgres, export_store
 
     if to is None and postgres is None:
@@ -443,9 +446,11 @@ def report(
     release_id: Annotated[int, typer.Option("--release", help="the published release to certify")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the HTML file to write (replaced if it exists)")],
 ) -> None:
-    """Write the release certificate of a published release: one self-contained HTML page (the guarantee in plain
-    words, the parameters, each verifier and attack with its verdict and counts, utility over the history,
-    counterfeits, group sizes), read from the published tables alone; it names nobody."""
+    """Write the release certificate of a published release as one self-contained HTML page.
+
+    It holds the guarantee in plain words, the parameters, each verifier and attack with its verdict and counts,
+    utility over the history, counterfeits and group sizes, read from the published tables alone; it names
+    nobody."""
     from .orchestration.certificate import write_certificate
 
     with refusals(db):

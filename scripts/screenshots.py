@@ -52,13 +52,13 @@ class Shot:
 
 
 SHOTS = (
-    Shot("lineage", "/locations/assets/asset-groups/adult", "published_release"),
+    Shot("lineage", "/locations/privrelease_demo/asset-groups/adult", "published_release"),
     Shot("published_release", "/assets/adult/published_release", "Metadata"),
     Shot("check", "/assets/adult/release_candidate?view=checks", "Checks"),
     Shot("partition", "/assets/adult/published_release?view=partitions", "000010", click=("000010",)),
     Shot("report", "/assets/adult/published_release?view=partitions", "000010", click=("000010", "[Show Markdown]")),
     Shot("refused_run", "/runs/{run}", "adult_requests_release"),
-    Shot("sensor", "/locations/assets/sensors/adult_requests_release_requests", "adult_requests_release_requests",
+    Shot("sensor", "/locations/privrelease_demo/sensors/adult_requests_release_requests", "adult_requests_release_requests",
          click=("View logs",)),
     Shot("sensors", "/automation", "adult_source_changed"),
     Shot("timeline", "/overview/activity/timeline", "adult_release", click=("6hr",)),
