@@ -88,6 +88,10 @@ errors = Console(stderr=True)
 
 SpecPath = Annotated[Path, typer.Option("--spec", help="the release spec (YAML) of the protected table")]
 DbPath = Annotated[Path, typer.Option("--db", help="the DuckDB file of the protected table's releases")]
+SnapshotPath = Annotated[Path, typer.Option("--snapshot", help="the table's current rows, CSV or Parquet")]
+AttributesOption = Annotated[
+    str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
+]
 #: The choices of ``demo --table``: the demo registry's tables (``demo.DEMOS``, whose import costs Dagster's: a
 #: test keeps the two equal) and ``all``.
 DemoTable = Literal["adult", "census_kdd", "census_kdd_m_distinct", "adult_requests", "all"]
@@ -166,10 +170,8 @@ def judged_store(db: Path, spec: Spec) -> ReleaseStore:
 def release(
     spec: SpecPath,
     db: DbPath,
-    snapshot: Annotated[Path, typer.Option("--snapshot", help="the table's current rows, CSV or Parquet")],
-    attributes: Annotated[
-        str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
-    ] = None,
+    snapshot: SnapshotPath,
+    attributes: AttributesOption = None,
 ) -> None:
     """Publish SNAPSHOT as the next release of the table.
 
@@ -213,10 +215,8 @@ def release(
 def preview(
     spec: SpecPath,
     db: DbPath,
-    snapshot: Annotated[Path, typer.Option("--snapshot", help="the table's current rows, CSV or Parquet")],
-    attributes: Annotated[
-        str | None, typer.Option(help="comma-separated quasi-identifiers to publish (default: all of the spec's)")
-    ] = None,
+    snapshot: SnapshotPath,
+    attributes: AttributesOption = None,
 ) -> None:
     """Show what releasing SNAPSHOT would publish, or why it would be refused, without publishing anything.
 

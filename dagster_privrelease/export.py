@@ -66,12 +66,7 @@ def export_releases(con: duckdb.DuckDBPyConnection, to: str | Path, release_ids:
         StoreError: ``to`` is a file; or a release asked for is not published (naming it and the published ids),
             and then nothing is written.
     """
-    published = published_ids(con)
-    wanted = sorted(set(published if release_ids is None else release_ids))
-    missing = [j for j in wanted if j not in published]
-    if missing:
-        raise StoreError(f"release(s) {missing} are not published, so not exported (published: "
-                         f"{ids_text(published)})")
+    wanted = _published(con, release_ids)
     target = Path(to)
     if target.exists() and not target.is_dir():
         raise StoreError(f"{target}: a file, not a folder; --to names the folder the export is written to")
@@ -129,12 +124,7 @@ def export_postgres(db: str | Path, uri: str, schema: str, release_ids: Sequence
     try:
         if not table_exists(con, "published", "manifest"):
             raise StoreError(f"{db}: not a release store (no published.manifest table)")
-        published = published_ids(con)
-        wanted = sorted(set(published if release_ids is None else release_ids))
-        missing = [j for j in wanted if j not in published]
-        if missing:
-            raise StoreError(f"release(s) {missing} are not published, so not exported (published: "
-                             f"{ids_text(published)})")
+        wanted = _published(con, release_ids)
         ids = ", ".join(str(int(j)) for j in wanted) or "NULL"
         tables = {t: con.sql(f"SELECT * FROM published.{t} WHERE release_id IN ({ids})").to_arrow_table()
                   for t in PER_RELEASE}
@@ -192,3 +182,15 @@ def _staging(target: Path) -> Iterator[Path]:
         yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _published(con: duckdb.DuckDBPyConnection, release_ids: Sequence[int] | None) -> list[int]:
+    """``release_ids`` (None: every published release) ascending; StoreError naming those not published (and the
+    published ids) when any is not."""
+    published = published_ids(con)
+    wanted = sorted(set(published if release_ids is None else release_ids))
+    missing = [j for j in wanted if j not in published]
+    if missing:
+        raise StoreError(f"release(s) {missing} are not published, so not exported (published: "
+                         f"{ids_text(published)})")
+    return wanted
