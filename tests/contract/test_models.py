@@ -25,13 +25,6 @@ from dagster_privrelease.testing.contract import (
     run_contract,
 )
 
-#: Models that break the contract today, with the reason; each is a strict xfail, so a fix shows up as a failure.
-BROKEN: dict[str, str] = {}
-
-#: What each broken model keeps of the contract (its ``Case``, run with text ids over three releases).
-REST: dict[str, Case] = {}
-
-
 #: Models whose ``publish`` never reads the id column (Mondrian's partition of the quasi-identifiers, no state):
 #: with them an id kind other than text runs only the store, the pipeline and the judge, which m_invariance's
 #: run with that id kind covers on the same stream (deletions, returners, groups leaving; every attack). Their
@@ -40,14 +33,11 @@ ID_BLIND = {"k_anonymity", "l_diversity"}
 
 
 def cases(everything: bool = False) -> list:
-    """(model, id kind) over the registry, the broken models marked xfail; an id-blind model's runs with other
-    than text ids marked slow unless ``everything``."""
-    marks = {name: pytest.mark.xfail(strict=True, raises=ContractViolation, reason=reason)
-             for name, reason in BROKEN.items()}
+    """(model, id kind) over the registry; an id-blind model's runs with other than text ids marked slow unless
+    ``everything``."""
 
     def marked(name: str, kind: str) -> list:
-        slow = [pytest.mark.slow] if not everything and name in ID_BLIND and kind != "text" else []
-        return ([marks[name]] if name in marks else []) + slow
+        return [pytest.mark.slow] if not everything and name in ID_BLIND and kind != "text" else []
 
     return [pytest.param(name, kind, marks=marked(name, kind), id=f"{name}-{kind}")
             for name in models.names() for kind in ID_KINDS]
@@ -80,11 +70,6 @@ def test_the_model_keeps_the_contract(tmp_path, name, kind):
 def test_the_model_keeps_the_contract_on_a_long_stream(tmp_path, name, kind):
     case = case_for(name)
     check(run_contract(tmp_path / "s.duckdb", case, kind, releases=20, rows=300, seed=7, judge_every=5), case, 20)
-
-
-@pytest.mark.parametrize("name", sorted(REST))
-def test_a_broken_model_keeps_the_rest_of_the_contract(tmp_path, name):
-    check(run_contract(tmp_path / "s.duckdb", REST[name], "text", releases=3, judge_every=1), REST[name], 3)
 
 
 def test_ids_that_differ_only_by_padding_are_different_people():
