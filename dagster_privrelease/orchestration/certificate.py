@@ -44,7 +44,8 @@ GUARANTEES: dict[str, Callable[[Mapping], str]] = {
         f"published, still has at least {p['l']} candidate values for every person, each in 1/{p['l']} of the "
         "worlds."),
     "xy_privacy": lambda p: (
-        f"On the join of every release published so far, each combination of the identifying attributes "
+        f"On the join of this release with each earlier release (Wang & Fung §3.3; not the star join of all of "
+        f"them at once, §7), each combination of the identifying attributes "
         f"{', '.join(p['X'])} is linked to "
         + (f"at least {p['k']:g} distinct values of {', '.join(p['Y']) or 'the join key'} ((X,Y)-anonymity, "
            if p.get("kind", "anonymity") == "anonymity" else

@@ -481,8 +481,8 @@ def guarantee(spec: Spec) -> str:
     x, y, k = ", ".join(params["X"]), ", ".join(params["Y"]) or "the join key", params["k"]
     rule = (f"every value of ({x}) is linked to at least {k:g} distinct values of ({y})" if params["kind"] == ANONYMITY
             else f"no value of ({x}) infers a value of ({y}) with confidence above {k:g}")
-    return (f"(X,Y)-{params['kind']} (Wang & Fung), k = {k:g}: {rule}, in this release joined with every earlier "
-            "one")
+    return (f"(X,Y)-{params['kind']} (Wang & Fung), k = {k:g}: {rule}, in this release joined with each earlier "
+            "one alone")
 
 
 MODEL = ModelDescriptor(
