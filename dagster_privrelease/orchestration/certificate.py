@@ -22,7 +22,7 @@ from ..core import models
 from ..core.models.recorded import RECORDED
 from ..errors import SpecError, StoreError
 from ..storage import PublishedRelease, read_published
-from .report import history_svg
+from .report import DIGITS, history_svg
 
 #: The guarantee of each model in plain words, from its parameters (the paper's definition it rests on).
 GUARANTEES: dict[str, Callable[[Mapping], str]] = {
@@ -270,5 +270,5 @@ def _figure(value) -> str:
     if isinstance(value, bool) or value is None:
         return "-" if value is None else str(value)
     if isinstance(value, float):
-        return f"{value:.4g}" if np.isfinite(value) else "-"
+        return f"{value:.{DIGITS}g}" if np.isfinite(value) else "-"
     return str(value)
