@@ -94,7 +94,7 @@ AttributesOption = Annotated[
 ]
 #: The choices of ``demo --table``: the demo registry's tables (``demo.DEMOS``, whose import costs Dagster's: a
 #: test keeps the two equal) and ``all``.
-DemoTable = Literal["adult", "census_kdd", "census_kdd_m_distinct", "adult_requests", "all"]
+DemoTable = Literal["adult", "census_kdd", "census_kdd_m_distinct", "adult_requests", "adult_xy", "all"]
 
 
 @contextmanager
@@ -471,7 +471,8 @@ def demo(
     Each release is a sensor tick (the source changed, or a release request) and a run of the release job
     (snapshot, model, blocking checks, publication) that the Dagster UI shows. adult and census_kdd: m-invariance
     (m = 4) under deletes, inserts and updates; census_kdd_m_distinct: m-Distinct under sensitive updates;
-    adult_requests: sequential l-diversity, each release the attributes of a request. A table starts over: its
+    adult_requests: sequential l-diversity, each release the attributes of a request; adult_xy: (X,Y)-privacy,
+    the requests taking two projections of one table in turn. A table starts over: its
     earlier demo under HOME is replaced; the other tables' are kept."""
     from .demo import DEMOS, ROOT
 
