@@ -47,7 +47,7 @@ from ..core.spec import Spec
 from ..errors import SnapshotError, StoreError
 from ..storage import quote
 from .partitions import partition_key
-from .sources import _NAME, Fingerprint
+from .sources import TABLE_NAME, Fingerprint
 
 if TYPE_CHECKING:
     from adbc_driver_manager.dbapi import Cursor
@@ -175,7 +175,7 @@ class PostgresTableSource(dg.ConfigurableResource):
     def _cursor(self) -> Iterator[Cursor]:
         """A cursor on a new connection, closed on leaving; every driver error re-worded as a StoreError from
         names and SQLSTATE codes (``_reason``), never from the server's text, which may quote values."""
-        if not _NAME.match(self.table) or not _NAME.match(self.feed_schema):
+        if not TABLE_NAME.match(self.table) or not TABLE_NAME.match(self.feed_schema):
             raise StoreError(f"source: {self.table!r} is not a table name of the form schema.table")
         try:
             from adbc_driver_manager import Error

@@ -38,7 +38,9 @@ from ..errors import SnapshotError, StoreError
 from ..storage import frame_digest, open_duckdb, quote
 from .partitions import partition_key
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+#: A table name the sources accept: an SQL identifier, optionally schema-qualified (``schema.table``); nothing
+#: to quote, so a name is never a way into the SQL they build.
+TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class _DuckDBSource(dg.ConfigurableResource):
     def _connect(self) -> duckdb.DuckDBPyConnection:
         """A read-only connection (``storage.open_duckdb``); StoreError for a bad table name, a missing file, or
         a file still locked by its writer after the retries (naming the process that holds it)."""
-        if not _NAME.match(self.table):
+        if not TABLE_NAME.match(self.table):
             raise StoreError(f"source: {self.table!r} is not a table name of the form schema.table")
         return open_duckdb(self.database, read_only=True, retries=self.retries, backoff=self.backoff,
                            what="source database")
