@@ -30,6 +30,7 @@ from rich.status import Status
 from rich.table import Table
 
 from .core.judge.history import Report
+from .core.judge.report import figure_text
 from .core.progress import LineReporter, Reporter, line
 from .core.spec import Spec, load_spec
 from .errors import PrivReleaseError
@@ -206,7 +207,7 @@ def release(
         table.add_column(column, justify="left" if column == "model" else "right")
     table.add_row(row["model"], *(str(v) for v in (row["rows"], row["groups"], row["counterfeits"],
                                                       delta["inserts"], delta["deletes"], delta["updates"])),
-                  _number(row["utility"].get("lm")))
+                  figure_text(row["utility"].get("lm")))
     console.print(table)
     console.print(_checks_line(row["checks"]))
 
@@ -248,7 +249,7 @@ def preview(
     utility = outcome["utility"]
     table.add_row(outcome["model"], *(str(outcome[k]) for k in ("rows", "groups", "counterfeits", "inserts",
                                                                   "deletes", "updates")),
-                  *(_number(utility.get(k)) for k in ("lm", "ncp", "query_error")))
+                  *(figure_text(utility.get(k)) for k in ("lm", "ncp", "query_error")))
     console.print(table)
     _reports_table(f"the judge's verdicts on release {release_id}", outcome["reports"])
 
@@ -307,7 +308,7 @@ def show(
         return
     rows = [[str(row.release_id), row.model, _params_text(row.params), ", ".join(row.attributes),
              f"{row.created_at:%Y-%m-%d %H:%M}", str(row.rows), _groups_text(row.groups, row.rows),
-             str(row.counterfeits), _checks_text(row.checks), _number(row.utility.get("lm"))]
+             str(row.counterfeits), _checks_text(row.checks), figure_text(row.utility.get("lm"))]
             for row in manifest.itertuples()]
     columns = ("release", "model", "params", "attributes", "created (UTC)", "rows", "groups", "counterfeits",
                "checks", "LM")
@@ -442,6 +443,7 @@ def export(
 
 @app.command()
 def report(
+    spec: SpecPath,
     db: DbPath,
     release_id: Annotated[int, typer.Option("--release", help="the published release to certify")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the HTML file to write (replaced if it exists)")],
@@ -454,7 +456,7 @@ def report(
     from .orchestration.certificate import write_certificate
 
     with refusals(db):
-        path = write_certificate(db, release_id, output)
+        path = write_certificate(db, release_id, output, load_spec(spec))
     console.print(f"certificate of release {release_id} of {db} written to {path}", highlight=False, soft_wrap=True)
 
 
@@ -535,8 +537,8 @@ def _demo_table(manifest, steps: Sequence[dict], spec: Spec) -> None:
     for row, step in zip(manifest.itertuples(), steps, strict=False):
         table.add_row(str(row.release_id), str(row.rows), str(step["inserts"]), str(step["deletes"]),
                       str(step["updates"]), _groups_text(row.groups, row.rows), str(row.counterfeits),
-                      _number(row.utility.get("lm")), _number(row.utility.get("ncp")),
-                      _number(row.utility.get("query_error")), _checks_text(row.checks))
+                      figure_text(row.utility.get("lm")), figure_text(row.utility.get("ncp")),
+                      figure_text(row.utility.get("query_error")), _checks_text(row.checks))
     console.print(table)
 
 
@@ -570,7 +572,7 @@ def _reports_table(title: str, reports: Sequence[Report]) -> None:
         if r.summary.get("skipped"):
             table.add_row(r.name, "[yellow]skipped[/]", "-", str(r.summary["skipped"]))
             continue
-        summary = ", ".join(f"{k}={_number(v) if isinstance(v, float) else v}" for k, v in r.summary.items())
+        summary = ", ".join(f"{k}={figure_text(v) if isinstance(v, float) else v}" for k, v in r.summary.items())
         table.add_row(r.name, "[green]holds[/]" if r.ok else "[red]broken[/]", _found_text(r), summary)
     console.print(table)
 
@@ -603,12 +605,6 @@ def _checks_text(checks: dict) -> str:
 
 def _checks_line(checks: dict) -> str:
     return "checks: " + ", ".join(f"{k} {'[green]ok[/]' if ok else '[red]failed[/]'}" for k, ok in checks.items())
-
-
-def _number(value) -> str:
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return "-"
-    return f"{value:.4g}"
 
 
 def _span(ids: Sequence[int]) -> str:

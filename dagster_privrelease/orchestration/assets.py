@@ -227,7 +227,8 @@ def published_asset(shared: Shared, candidate: dg.AssetKey) -> dg.AssetsDefiniti
             )
             certificate = {}
             if table.export is not None:
-                path = write_certificate(store.path, part.release_id, certificate_path(table.export, part.release_id))
+                path = write_certificate(store.path, part.release_id, certificate_path(table.export, part.release_id),
+                                         store.spec)
                 certificate = {"certificate": dg.MetadataValue.path(str(path))}
         return dg.MaterializeResult(metadata={**report.release_metadata(outcome, reports, manifest, standard),
                                               **certificate})

@@ -11,7 +11,7 @@ groups; it names nobody (the published schema holds no id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
@@ -19,74 +19,43 @@ import numpy as np
 import pandas as pd
 
 from ..core import models
+from ..core.judge.report import figure_text
 from ..core.models.recorded import RECORDED
+from ..core.spec import Spec
 from ..errors import SpecError, StoreError
 from ..storage import PublishedRelease, read_published
-from .report import DIGITS, history_svg
+from .report import history_svg
 
-#: The guarantee of each model in plain words, from its parameters (the paper's definition it rests on).
-GUARANTEES: dict[str, Callable[[Mapping], str]] = {
-    "m_invariance": lambda p: (
-        f"Every published group holds at least {p['m']} rows whose sensitive values are all different, and a person "
-        "is hosted, in every release that publishes them, by a group with the same set of sensitive values "
-        f"(m-invariance, Xiao & Tao Def. 4). Whoever knows a person's quasi-identifiers and intersects every "
-        f"release still finds at least {p['m']} equally likely sensitive values: at most a 1 in {p['m']} chance "
-        "of guessing the right one. Counterfeit rows fill the groups a departure would break, and their count per "
-        "group is published (below)."),
-    "m_distinct": lambda p: (
-        f"Every published group holds at least {p['m']} rows with different sensitive values, and when a person's "
-        "sensitive value changes, their new group is a legal update instance of their earlier one (m-Distinct, Li "
-        f"& Zhou §IV Defs. 12-15): intersecting the releases leaves at least {p['m']} candidate values for anyone, "
-        "across insertions, deletions and updates."),
-    "sequential_l_diversity": lambda p: (
-        f"Every release is consistent with {p['l']} possible worlds, each giving every person a different "
-        "sensitive value (Shmueli & Tassa, Alg. 1-2): whoever joins all the releases, whatever columns each one "
-        f"published, still has at least {p['l']} candidate values for every person, each in 1/{p['l']} of the "
-        "worlds."),
-    "xy_privacy": lambda p: (
-        f"On the join of this release with each earlier release (Wang & Fung §3.3; not the star join of all of "
-        f"them at once, §7), each combination of the identifying attributes "
-        f"{', '.join(p['X'])} is linked to "
-        + (f"at least {p['k']:g} distinct values of {', '.join(p['Y']) or 'the join key'} ((X,Y)-anonymity, "
-           if p.get("kind", "anonymity") == "anonymity" else
-           f"any sensitive value of {', '.join(p['Y'])} with a confidence of at most {p['k']:g} ((X,Y)-linkability, ")
-        + "Wang & Fung §3.1)."),
-    "k_anonymity": lambda p: (
-        f"Every published group holds at least {p['k']} rows (k-anonymity). This is a single-release baseline: "
-        "it promises nothing across releases, and the attacks below show what combining releases discloses."),
-    "l_diversity": lambda p: (
-        f"Every published group is linked to at least {p['l']} different sensitive values (l-diversity). This is "
-        "a single-release baseline: it promises nothing across releases, and the attacks below show what "
-        "combining releases discloses."),
-    RECORDED: lambda p: (
-        "This release was published before this tool was used, and is recorded here as it was: no model protects "
-        "it. The releases after it are judged with it."),
-}
+#: What the certificate says of a release ``privrelease record`` stored: no model protects it.
+RECORDED_GUARANTEE = ("This release was published before this tool was used, and is recorded here as it was: no "
+                      "model protects it. The releases after it are judged with it.")
 
 
-def write_certificate(db: str | Path, release_id: int, path: str | Path) -> Path:
-    """Render release ``release_id`` of the store at ``db`` (``read_published``) to the HTML file ``path``
+def write_certificate(db: str | Path, release_id: int, path: str | Path, spec: Spec) -> Path:
+    """Render release ``release_id`` of the store at ``db`` (``read_published``), protected under ``spec``, to the
+    HTML file ``path``
     (replaced when it exists; its folder created); return ``path``. StoreError for a store or release that is
     not there, or a ``path`` that cannot be written. Cost: the manifest and one aggregate of the release's rows; the page is a few tens of kB."""
     published = read_published(db, release_id)
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(certificate_html(published, Path(db).stem), encoding="utf-8")
+        target.write_text(certificate_html(published, Path(db).stem, spec), encoding="utf-8")
     except OSError as exc:
         raise StoreError(f"{target}: cannot write the certificate there ({type(exc).__name__}: a folder, no "
                          "permission or no space left)") from exc
     return target
 
 
-def certificate_html(published: PublishedRelease, title: str) -> str:
-    """The certificate of ``published`` (a page titled after ``title``, the protected table) as one HTML
-    document: inline CSS and SVG, no script, no link to fetch. O(releases + verdicts + distinct group sizes)."""
+def certificate_html(published: PublishedRelease, title: str, spec: Spec) -> str:
+    """The certificate of ``published`` (a page titled after ``title``, the protected table, under ``spec``) as one
+    HTML document: inline CSS and SVG, no script, no link to fetch. O(releases + verdicts + distinct group
+    sizes)."""
     manifest = published.manifest.set_index("release_id")
     row = manifest.loc[published.release_id]
     counterfeits = int(row["counterfeits"])
     sections = [
-        _section("The guarantee", f"<p>{escape(guarantee(row['model'], row['params']))}</p>"
+        _section("The guarantee", f"<p>{escape(guarantee(row['model'], row['params'], spec))}</p>"
                  + _verdict_line(published.verdicts, row["checks"])),
         _section("Parameters", _parameters(row)),
         _section("What the release holds", _table(
@@ -110,17 +79,23 @@ def certificate_html(published: PublishedRelease, title: str) -> str:
     )
 
 
-def guarantee(model: str, params: Mapping) -> str:
-    """The guarantee of ``model`` with ``params`` in plain words (``GUARANTEES``); for a model registered
-    elsewhere, its paper (``ModelDescriptor.paper``) and parameters."""
-    if model in GUARANTEES:
-        return GUARANTEES[model](params)
+def guarantee(model: str, params: Mapping, spec: Spec) -> str:
+    """The guarantee of a release of ``model`` with ``params`` in plain words: the model's own sentence
+    (``ModelDescriptor.describe``, the one the Dagster UI shows) when ``model`` is ``spec``'s, the recorded
+    sentence for a release ``privrelease record`` stored, else the model's paper and parameters."""
+    if model == RECORDED:
+        return RECORDED_GUARANTEE
     try:
-        paper = models.descriptor(model).paper
+        descriptor = models.descriptor(model)
     except SpecError:
-        paper = "a model not registered in this installation"
-    values = ", ".join(f"{k} = {v}" for k, v in params.items())
-    return f"Model {model} ({paper}) with {values or 'no parameter'}."
+        return f"Model {model} (a model not registered in this installation) with {_values(params)}."
+    if model == spec.model.name:
+        return descriptor.describe(spec) + "."
+    return f"Model {model} ({descriptor.paper}) with {_values(params)}."
+
+
+def _values(params: Mapping) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in params.items()) or "no parameter"
 
 
 def histogram_svg(sizes: Sequence[int], groups: Sequence[int], width: int = 540, height: int = 220) -> str:
@@ -211,7 +186,7 @@ def _verdicts(verdicts: pd.DataFrame, checks: Mapping[str, bool]) -> str:
     rows = []
     for v in verdicts.itertuples(index=False):
         summary = dict(v.summary)
-        counts = ", ".join(f"{k} = {_figure(x)}" for k, x in summary.items() if k != "skipped")
+        counts = ", ".join(f"{k} = {figure_text(x)}" for k, x in summary.items() if k != "skipped")
         rows.append([escape(v.name), escape(v.kind), "yes" if v.blocking else "no (reported)",
                      _verdict_cell(bool(v.passed), summary), str(int(v.violations)),
                      escape(str(summary["skipped"])) if summary.get("skipped") else escape(counts)])
@@ -237,7 +212,7 @@ def _utility(manifest: pd.DataFrame) -> str:
             charts.append(f"<figure>{history_svg(releases, values, counterfeits, key)}"
                           f"<figcaption>{escape(label)} by release (line) and counterfeits (bars)</figcaption>"
                           "</figure>")
-    rows = [[r, *(_figure(u.get(k)) for k in figures)] for r, u in zip(releases, manifest["utility"], strict=True)]
+    rows = [[r, *(figure_text(u.get(k)) for k in figures)] for r, u in zip(releases, manifest["utility"], strict=True)]
     return ('<div class="charts">' + "".join(charts) + "</div>" if charts else "<p>No utility figure recorded.</p>"
             ) + _table(["release", *figures.values()], rows)
 
@@ -266,9 +241,3 @@ def _finite(value) -> float | None:
     return float(value) if value is not None and np.isfinite(value) else None
 
 
-def _figure(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return "-" if value is None else str(value)
-    if isinstance(value, float):
-        return f"{value:.{DIGITS}g}" if np.isfinite(value) else "-"
-    return str(value)

@@ -21,16 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.judge.history import Report
+from ..core.judge.report import rounded
 from ..core.models.base import HELD_BACK
-
-#: Significant digits of a float in the metadata the UI shows.
-DIGITS = 4
-
-
-def rounded(value: float | int) -> float | int:
-    """``value`` as the UI shows it: ints as they are, floats to ``DIGITS`` significant digits."""
-    return value if isinstance(value, int) else float(f"{value:.{DIGITS}g}")
-
 
 #: The utility figures the UI shows, one name each wherever they are shown (candidate, published release, report):
 #: the key of ``core.judge.utility.summarise`` -> (label, definition).

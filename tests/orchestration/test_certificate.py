@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from html import escape
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from dagster_privrelease import cli, pipeline
@@ -22,6 +24,9 @@ from dagster_privrelease.testing.contract import CLINIC, clinic_people
 from ..chromium import render
 
 SPEC = {**CLINIC, "name": "clinic", "model": {"name": "m_invariance", "m": 2}}
+#: The guarantee sentence of m-invariance with m = 2, written here from Xiao-Tao Def. 4 (what the UI shows too).
+GUARANTEE = ("m-invariance (Xiao & Tao), m = 2: every published group holds at least 2 distinct values of {sensitive}, "
+             "and a person keeps their group's signature in every release they appear in.")
 
 
 def stream_store(path: Path) -> Path:
@@ -49,7 +54,7 @@ def published(db: Path, sql: str) -> pd.DataFrame:
 
 
 def test_the_certificate_loads_in_chromium_without_errors_and_shows_its_plots(db, tmp_path):
-    (shown,) = render(write_certificate(db, 3, tmp_path / "release_3.html"))
+    (shown,) = render(write_certificate(db, 3, tmp_path / "release_3.html", parse_spec(SPEC)))
     assert shown.errors == []
     assert len(shown.plots) == 4  # LM, NCP, query error over the history; the group sizes
     assert all(b is not None and b["width"] > 100 and b["height"] > 100 for b in shown.plots)
@@ -58,8 +63,8 @@ def test_the_certificate_loads_in_chromium_without_errors_and_shows_its_plots(db
 
 
 def test_the_certificate_says_what_the_published_tables_say_and_names_nobody(db, tmp_path):
-    html = write_certificate(db, 3, tmp_path / "release_3.html").read_text()
-    assert "at least 2 rows whose sensitive values are all different" in html
+    html = write_certificate(db, 3, tmp_path / "release_3.html", parse_spec(SPEC)).read_text()
+    assert escape(GUARANTEE.format(sensitive=CLINIC["sensitive"])) in html
     verdicts = published(db, "SELECT name, passed, violations, summary FROM published.verdict WHERE release_id = 3")
     assert len(verdicts) >= 10
     for v in verdicts.itertuples():
@@ -82,12 +87,14 @@ def test_the_certificate_says_what_the_published_tables_say_and_names_nobody(db,
 def test_the_command_writes_the_certificate_and_refuses_in_one_line(db, tmp_path):
     copy = tmp_path / "clinic.duckdb"
     shutil.copy(db, copy)
+    spec = tmp_path / "clinic.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
     out = tmp_path / "certificates" / "release_2.html"
     runner = CliRunner()
-    done = runner.invoke(cli.app, ["report", "--db", str(copy), "--release", "2", "-o", str(out)])
+    done = runner.invoke(cli.app, ["report", "--spec", str(spec), "--db", str(copy), "--release", "2", "-o", str(out)])
     assert done.exit_code == 0, done.output
     page = out.read_text()
     assert "clinic: release 2, m_invariance" in page and "its history: releases 1 to 2" in page
-    refused = runner.invoke(cli.app, ["report", "--db", str(copy), "--release", "4", "-o", str(out)])
+    refused = runner.invoke(cli.app, ["report", "--spec", str(spec), "--db", str(copy), "--release", "4", "-o", str(out)])
     assert refused.exit_code == 1
     assert refused.output.strip().splitlines() == [f"error: release 4 is not published in {copy} (published: 1..3)"]

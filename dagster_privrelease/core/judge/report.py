@@ -85,3 +85,26 @@ def nobody_attacked(name: str, bound: int) -> Report:
 def skipped(name: str, reason: str) -> Report:
     """The report of an attack whose preconditions the history lacks: ok, with the reason in the summary. O(1)."""
     return Report(name, True, pd.DataFrame(), {"skipped": reason})
+
+
+# ------------------------------------------------------------------------------------------------------- figures
+
+#: Significant digits of every figure the package shows (Dagster metadata, the certificate, the CLI's tables).
+DIGITS = 4
+
+
+def rounded(value: float | int) -> float | int:
+    """``value`` as it is shown: ints as they are, floats to ``DIGITS`` significant digits. O(1)."""
+    return value if isinstance(value, int) else float(f"{value:.{DIGITS}g}")
+
+
+def figure_text(value: Any) -> str:
+    """A figure as text (``rounded``): ``-`` for a missing (None) or non-finite number, a bool or a text as it
+    is. O(1)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool | str):
+        return str(value)
+    if isinstance(value, float | np.floating):
+        return f"{value:.{DIGITS}g}" if np.isfinite(value) else "-"
+    return str(value)
