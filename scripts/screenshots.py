@@ -57,6 +57,7 @@ SHOTS = (
     Shot("check", "/assets/adult/release_candidate?view=checks", "Checks"),
     Shot("partition", "/assets/adult/published_release?view=partitions", "000010", click=("000010",)),
     Shot("report", "/assets/adult/published_release?view=partitions", "000010", click=("000010", "[Show Markdown]")),
+    Shot("xy_release", "/assets/adult_xy/published_release", "Metadata"),
     Shot("refused_run", "/runs/{run}", "adult_requests_release"),
     Shot("sensor", "/locations/privrelease_demo/sensors/adult_requests_release_requests", "adult_requests_release_requests",
          click=("View logs",)),
