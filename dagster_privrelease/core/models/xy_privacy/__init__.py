@@ -357,26 +357,26 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     if kind == LINKABILITY:
         _linkable(sides, bool(y1))
 
-    def join_of(members: Sequence[Side]) -> JoinStatistics:
-        """The statistics of the join of T1 with the earlier releases ``members`` (one, or none for a first
-        release); Tree1's static code ``static`` refines the raw join values of every such join."""
-        names = list(dict.fromkeys(a for side in members for a in side.t1_join))
+    def join_of(side: Side | None) -> JoinStatistics:
+        """The statistics of the join of T1 with the earlier release ``side`` (None: T1 alone, a first release);
+        Tree1's static code ``static`` refines the raw join values of every such join."""
+        names = [] if side is None else side.t1_join
         raw = [a for a in names if a not in generalised]
         js, js_first = _factorize([join_ranges[a] for a in raw], n)
         ranges = {a: join_ranges[a][js_first] for a in raw}
-        y_side = 0 if y1 else next((j for j, s in enumerate(members, 1) if s.has_y), 0)
-        labels = y1_labels if y_side == 0 else members[y_side - 1].y_labels
+        y_side = 1 if not y1 and side is not None and side.has_y else 0
+        labels = y1_labels if y_side == 0 or side is None else side.y_labels
         holds = set(names) <= set(x1)
-        has_y = bool(y1) or any(s.has_y for s in members)
+        has_y = bool(y1) or (side is not None and side.has_y)
         return JoinStatistics(
             generalised=len(cuts), xr_of_static=xr[static_first], js_of_static=js[static_first],
             join_cut={a: (generalised.index(a), cuts[generalised.index(a)].bounds) for a in names if a in generalised},
-            join_static={a: (r, r) for a, r in ranges.items()}, sides=members, kind=kind, y_side=y_side,
+            join_static={a: (r, r) for a, r in ranges.items()}, side=side, kind=kind, y_side=y_side,
             thresholds=_link_thresholds(params, k, labels), has_y1=bool(y1), y1_key=y1_key,
-            case=_case(has_y, holds, members, bool(y1), y1_key), t1_holds_join=holds,
+            case=_case(has_y, holds, side, bool(y1), y1_key), t1_holds_join=holds,
         )
 
-    joins = Joins([join_of([side]) for side in sides] if len(sides) > 1 else [join_of(sides)])
+    joins = Joins([join_of(side) for side in sides] if sides else [join_of(None)])
     cls = None
     if params["info"] == "class":
         cls = pd.factorize(snapshot[params["class_attribute"]].astype(str), sort=True)[0]
@@ -394,17 +394,17 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     return _release(snapshot, spec, cuts, generalised, ids, rng)
 
 
-def _case(has_y: bool, t1_holds_join: bool, sides: Sequence[Side], has_y1: bool, y1_key: bool) -> Case:
-    """The §5.4 special case of (X, Y)-anonymity that applies to a join (``join.Case``); a join that holds no
-    attribute of Y (``has_y`` false: ``Y: []``, or a join of T1 with one earlier release, neither holding Y) has
-    Y a key of it (Case 4), as the judge reads it."""
+def _case(has_y: bool, t1_holds_join: bool, side: Side | None, has_y1: bool, y1_key: bool) -> Case:
+    """The §5.4 special case of (X, Y)-anonymity that applies to the join of T1 with the earlier release ``side``
+    (None: T1 alone; ``join.Case``); a join that holds no attribute of Y (``has_y`` false: ``Y: []``, or neither
+    release holding Y) has Y a key of it (Case 4), as the judge reads it."""
     if not has_y:
         return Case.Y_KEY_OF_JOIN
-    if t1_holds_join and all(s.x_holds_join for s in sides):
+    if t1_holds_join and (side is None or side.x_holds_join):
         return Case.X_HOLDS_JOIN
-    if y1_key and not any(s.has_y for s in sides):
+    if y1_key and (side is None or not side.has_y):
         return Case.Y1_KEY
-    if len(sides) == 1 and not has_y1 and sides[0].y_key:
+    if side is not None and not has_y1 and side.y_key:
         return Case.Y2_KEY
     return Case.GENERAL
 

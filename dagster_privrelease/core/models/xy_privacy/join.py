@@ -1,4 +1,4 @@
-"""Count statistics of the join of T1 with the earlier releases, from matching partitions (Wang-Fung §5.3-5.4, §7).
+"""Count statistics of the join of T1 with an earlier release, from matching partitions (Wang-Fung §5.3-5.4, §7).
 
 The join of §3.3 is never materialised. T1's records are grouped into *Tree1 partitions* (records that share their
 generalised value on X1 = X ∩ att(T1), their join values J1 and their Y1 value); every earlier release T_i is
@@ -6,12 +6,12 @@ grouped once into its static *Tree_i* (rows sharing J_i, then X_i - J_i, then Y_
 (P1, P_i) *matches* when, for every common categorical attribute, their values lie on one generalisation path
 (the leaf-rank ranges of taxonomy nodes overlap iff the nodes are nested: the Consistency Predicate) and no
 declared semantic inconsistency holds between them (the Inconsistency Predicate); distinct join values are
-matched once and every partition pair inherits the verdict. With several earlier releases the join is the star
-join of §7: a record of the join is (t1, t2, ..., tp) with every t_i matching t1.
+matched once and every partition pair inherits the verdict. With several earlier releases each is joined with T1
+alone (``Joins``: one ``JoinStatistics`` per earlier release); the star join of §7 is not computed.
 
 The *X-tree* (``JoinStatistics.xtree``) holds, for every value x on X present in the join, the statistic the
-requirement needs: for (X, Y)-linkability (Def. 3.2, §5.3) ``a(x) = Σ |P1| x Π |P_i|`` and
-``a(x, y) = Σ |P1[y]| x Π |P_i|`` (or with ``|P_s[y]|`` when Y lies in T_s), reduced to ``L(x) = max_y l_y(x)``
+requirement needs: for (X, Y)-linkability (Def. 3.2, §5.3) ``a(x) = Σ |P1| x |P_i|`` and
+``a(x, y) = Σ |P1[y]| x |P_i|`` (or with ``|P_i[y]|`` when Y lies in T_i), reduced to ``L(x) = max_y l_y(x)``
 and the excess ``E(x) = max_y (l_y(x) - k_y)``; for (X, Y)-anonymity (Def. 3.1, §5.4) ``a_Y(x)``, the number of
 distinct Y values co-occurring with x, by the special case of §5.4 that applies (``Case``) or by de-duplicating
 (x, y) over the matching partition pairs when none does.
@@ -39,7 +39,7 @@ class Case(IntEnum):
     """How ``a_Y(x)`` is counted (§5.4). ``GENERAL``: distinct (x, y) over matching partition pairs."""
 
     GENERAL = 0
-    X_HOLDS_JOIN = 1   # Case 1: X contains every join attribute; a_Y(x) = a_Y1(x1) x Π a_Yi(xi)
+    X_HOLDS_JOIN = 1   # Case 1: X contains every join attribute; a_Y(x) = a_Y1(x1) x a_Yi(xi)
     Y2_KEY = 2         # Case 2: Y2 is a key of T2 (one earlier release, Y1 empty)
     Y1_KEY = 3         # Case 3: Y1 is a key of T1 and no earlier release holds Y
     Y_KEY_OF_JOIN = 4  # Case 4: Y is a key of the join (Y empty): a_Y(x) = a(x), the join records holding x
@@ -200,16 +200,17 @@ def _segment_max(ids: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray
 
 @dataclass
 class JoinStatistics:
-    """The X-tree of §5.3-5.4 over T1's partitions and the static Tree_i of every earlier release.
+    """The X-tree of §5.3-5.4 over T1's partitions and the static Tree_i of one earlier release T_i (none: T1
+    alone, a first release).
 
     generalised: number of generalisation attributes (cut-id columns ``g0``..).
     xr_of_static, js_of_static: a T1 record's static code (its raw X attributes and raw join attributes, fixed
                  during TDS4SA) to its raw-X value id and its raw-join value id.
     join_cut:    join attributes of T1 that are generalised: attribute -> (cut column, bounds(cut ids) -> lo, hi).
     join_static: raw join attributes of T1: attribute -> (lo, hi) per raw-join value id.
-    sides:       Tree_i of the earlier releases.
+    side:        Tree_i of the earlier release, or None.
     kind:        ``anonymity`` or ``linkability``; ``y_side``: the release holding Y for linkability (0: T1,
-                 i: ``sides[i-1]``); ``thresholds``: k_y per Y value id of that release (NaN: y not sensitive).
+                 1: T_i); ``thresholds``: k_y per Y value id of that release (NaN: y not sensitive).
     has_y1, y1_key: Y1 is not empty / is a key of T1.
     case:        the §5.4 case for anonymity (``Case``).
     t1_holds_join: every join attribute of T1 is in X (J1 ⊆ X1), so each x1 is one Tree1 partition and the
@@ -224,7 +225,7 @@ class JoinStatistics:
     js_of_static: np.ndarray
     join_cut: Mapping[str, tuple[int, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]]]
     join_static: Mapping[str, tuple[np.ndarray, np.ndarray]]
-    sides: Sequence[Side]
+    side: Side | None
     kind: str
     y_side: int
     thresholds: np.ndarray
@@ -234,7 +235,7 @@ class JoinStatistics:
     t1_holds_join: bool
 
     def __post_init__(self) -> None:
-        self._aggregates = [self._side_aggregates(i, s) for i, s in enumerate(self.sides, 1)]
+        self._aggregates = None if self.side is None else self._side_aggregates(self.side)
         self._memo: dict[bytes, tuple | None] = {}  # T1 join value -> its per-side statistics (static T_i)
 
     @property
@@ -253,18 +254,20 @@ class JoinStatistics:
 
     @property
     def x(self) -> list[str]:
-        """Every column of an x value: T1's, then ``x<i>`` of each earlier release."""
-        return self.x_t1 + [f"x{i}" for i in range(1, len(self.sides) + 1)]
+        """Every column of an x value: T1's, then ``x1``, the earlier release's, when there is one."""
+        return self.x_t1 + ([] if self.side is None else ["x1"])
 
-    def _side_aggregates(self, i: int, side: Side) -> dict[str, Columns]:
+    @staticmethod
+    def _side_aggregates(side: Side) -> dict[str, Columns]:
         """Tree_i's count statistics by (join value, X_i value): rows, rows per Y_i value, (X_i, Y_i) values, and
-        the (join value, X_i value) pairs present. Cost O(|Tree_i| log |Tree_i|), once."""
-        parts = {"ci": side.parts["c"].to_numpy(np.int64), f"x{i}": side.parts["x"].to_numpy(np.int64),
-                 "yy": side.parts["y"].to_numpy(np.int64), f"n{i}": side.parts["n"].to_numpy(np.int64)}
-        keys = ["ci", f"x{i}"]
-        values = {"ci": parts["ci"], f"x{i}": parts[f"x{i}"]} | ({f"y{i}": parts["yy"]} if side.has_y else {})
+        the (join value, X_i value) pairs present (columns ``ci``, ``x1``, ``y1``/``yy``, ``n1``). Cost
+        O(|Tree_i| log |Tree_i|), once."""
+        parts = {"ci": side.parts["c"].to_numpy(np.int64), "x1": side.parts["x"].to_numpy(np.int64),
+                 "yy": side.parts["y"].to_numpy(np.int64), "n1": side.parts["n"].to_numpy(np.int64)}
+        keys = ["ci", "x1"]
+        values = {"ci": parts["ci"], "x1": parts["x1"]} | ({"y1": parts["yy"]} if side.has_y else {})
         return {
-            "rows": group({k: parts[k] for k in [*keys, f"n{i}"]}, keys, f"n{i}"),
+            "rows": group({k: parts[k] for k in [*keys, "n1"]}, keys, "n1"),
             "rows_y": parts,
             "values": group(values, list(values)),
             "present": group({k: parts[k] for k in keys}, keys),
@@ -272,9 +275,9 @@ class JoinStatistics:
 
     def xtree(self, parts: Mapping[str, np.ndarray]) -> pd.DataFrame:
         """The X-tree rows of the join of T1's partitions ``parts`` (columns ``g0``.., ``s`` static code, ``y``
-        Y1 value id, ``n`` records) with every earlier release: the x columns (``self.x``) and ``a`` (a_Y(x),
+        Y1 value id, ``n`` records) with the earlier release: the x columns (``self.x``) and ``a`` (a_Y(x),
         anonymity) or ``L`` and ``E`` (max_y l_y(x) and max_y l_y(x) - k_y, linkability). Only x values present
-        in the join appear. Cost O(|parts| x matching partitions of each T_i), no record is read."""
+        in the join appear. Cost O(|parts| x matching partitions of T_i), no record is read."""
         s = np.asarray(parts["s"])
         frame = {f"g{j}": np.asarray(parts[f"g{j}"]) for j in range(self.generalised)}
         frame |= {"xr": self.xr_of_static[s], "js": self.js_of_static[s], "y": np.asarray(parts["y"]),
@@ -289,26 +292,26 @@ class JoinStatistics:
             lo1[a], hi1[a] = lo[js], hi[js]
         if self.t1_holds_join:
             return self._per_partition(frame, lo1, hi1, len(first))
-        pairs = [matching(lo1, hi1, len(first), side) for side in self.sides]
+        pair = None if self.side is None else matching(lo1, hi1, len(first), self.side)
         if self.kind == LINKABILITY:
-            return self._linkability(frame, pairs)
-        return self._anonymity(frame, pairs)
+            return self._linkability(frame, pair)
+        return self._anonymity(frame, pair)
 
     def _per_partition(self, frame: Columns, lo1: Mapping[str, np.ndarray], hi1: Mapping[str, np.ndarray],
                        count: int) -> pd.DataFrame:
         """The X-tree reduced to one row per x1 when J1 ⊆ X1 (the setting of §5.4 Case 1, which §3.3 recommends).
 
-        Then x1 determines its Tree1 partition P1 and hence its join value, the star join (§7) combines every
-        matching t_i with every t1 of P1 independently, and for x = (x1, x2, ..., xp):
+        Then x1 determines its Tree1 partition P1 and hence its join value, the join combines every matching t_i
+        with every t1 of P1 independently, and for x = (x1, x_i):
 
-        - anonymity: ``a_Y(x) = a_Y1(P1) x Π_i D_i(c, x_i)``, D_i the rows (Y empty, Case 4), the distinct Y_i
+        - anonymity: ``a_Y(x) = a_Y1(P1) x D_i(c, x_i)``, D_i the rows (Y empty, Case 4), the distinct Y_i
           values, or 1 (Y_i empty) of T_i's partitions holding x_i that match P1's join value c; so the least
-          a_Y(x) over the x's of P1 is ``a_Y1(P1) x Π_i min_{x_i} D_i(c, x_i)``;
-        - linkability: ``l_y(x) = |P1[y]| / |P1|`` for Y in T1 and ``a(x_s, y) / a(x_s)`` over T_s's partitions
-          matching c for Y in T_s (the other factors cancel, as in the proof of Lemma 4.2), maximised alike.
+          a_Y(x) over the x's of P1 is ``a_Y1(P1) x min_{x_i} D_i(c, x_i)``;
+        - linkability: ``l_y(x) = |P1[y]| / |P1|`` for Y in T1 and ``a(x_i, y) / a(x_i)`` over T_i's partitions
+          matching c for Y in T_i (the other factor cancels, as in the proof of Lemma 4.2), maximised alike.
 
-        Each row keeps in ``x<i>`` the x_i attaining the extreme (its witness). P1 without a match in some T_i is
-        not in the join and has no row. The T_i factors depend on the join value alone (Tree_i is static), so they
+        Each row keeps in ``x1`` the x_i attaining the extreme (its witness). P1 without a match in T_i is not in
+        the join and has no row. The T_i factors depend on the join value alone (Tree_i is static), so they
         are computed once per join value (``lo1``/``hi1`` of the ``count`` join values of ``frame``) and
         remembered. Cost O(|frame|) plus, for a join value not met before, its matching T_i partitions."""
         anonymity = self.kind == ANONYMITY
@@ -317,11 +320,11 @@ class JoinStatistics:
         keys = [row.tobytes() for row in ranges]
         todo = [c for c in range(count) if keys[c] not in self._memo]
         columns = self._side_columns()
-        if todo and self.sides:
+        if todo and self.side is not None:
             at = np.array(todo)
-            pairs = [matching({a: v[at] for a, v in lo1.items()}, {a: v[at] for a, v in hi1.items()}, len(todo),
-                              side) for side in self.sides]
-            found = self._side_factors(pairs).set_index("c")[columns]
+            pair = matching({a: v[at] for a, v in lo1.items()}, {a: v[at] for a, v in hi1.items()}, len(todo),
+                            self.side)
+            found = self._side_factors(pair).set_index("c")[columns]
             known = dict(zip(found.index, found.itertuples(index=False, name=None), strict=True))
             for local, c in enumerate(todo):
                 self._memo[keys[c]] = known.get(local)
@@ -340,7 +343,7 @@ class JoinStatistics:
             rows["a"] = np.bincount(p1, weights=n, minlength=len(first)).astype(np.int64)
         elif anonymity:
             rows["a"] = np.ones(len(first), dtype=np.int64)
-        if self.sides:
+        if self.side is not None:
             per_c = [self._memo[key] for key in keys]
             present = np.array([side is not None for side in per_c], dtype=bool)
             keep = present[rows["c"]] if count else np.zeros(len(first), dtype=bool)
@@ -354,83 +357,74 @@ class JoinStatistics:
                     value = value.astype(np.int64)
                 rows[name] = value
             if anonymity:
-                for i in range(1, len(self.sides) + 1):
-                    rows["a"] = rows["a"] * rows.pop(f"f{i}")
+                rows["a"] = rows["a"] * rows.pop("f1")
         return pd.DataFrame({c: rows[c] for c in self.x + (["a"] if anonymity else ["L", "E"])})
 
     def _side_columns(self) -> list[str]:
-        """The columns ``_side_factors`` gives each join value: per T_i its witness ``x<i>`` and its factor
-        ``f<i>``, or ``L`` and ``E`` for the T_i holding Y under linkability."""
-        out = []
-        for i in range(1, len(self.sides) + 1):
-            out += [f"x{i}", "L", "E"] if self.kind == LINKABILITY and i == self.y_side else [f"x{i}", f"f{i}"]
-        return out
+        """The columns ``_side_factors`` gives each join value: T_i's witness ``x1`` and its factor ``f1``, or ``x1``,
+        ``L`` and ``E`` when T_i holds Y under linkability; none without an earlier release."""
+        if self.side is None:
+            return []
+        return ["x1", "L", "E"] if self.kind == LINKABILITY and self.y_side == 1 else ["x1", "f1"]
 
-    def _side_factors(self, pairs: list[Columns]) -> pd.DataFrame:
-        """Per T1 join value ``c`` (of ``pairs``), the extreme factor of each T_i over its x_i and the x_i attaining
-        it (``_per_partition``); join values without a match in some T_i are left out. Run once per join value
-        (memoised), so pandas' per-call overhead does not matter here."""
-        per_c = None
-        anonymity = self.kind == ANONYMITY
-        for i, (pair_columns, arrays, side) in enumerate(zip(pairs, self._aggregates, self.sides, strict=True), 1):
-            pair = pd.DataFrame(pair_columns)
-            aggregates = {name: pd.DataFrame(table) for name, table in arrays.items()}
-            xi = f"x{i}"
-            if anonymity and self.case == Case.Y_KEY_OF_JOIN:
-                table = pair.merge(aggregates["rows"], on="ci").groupby(["c", xi], sort=False)[f"n{i}"].sum()
-            elif anonymity and side.has_y:
-                values = pair.merge(aggregates["values"], on="ci").drop_duplicates(["c", xi, f"y{i}"])
-                table = values.groupby(["c", xi], sort=False).size()
-            elif i == self.y_side:
-                rows = pair.merge(aggregates["rows_y"], on="ci").groupby(["c", xi, "yy"], sort=False)[f"n{i}"].sum()
-                rows = rows.reset_index()
-                link = rows[f"n{i}"] / rows.groupby(["c", xi], sort=False)[f"n{i}"].transform("sum")
-                k_y = self.thresholds[rows["yy"].to_numpy()]
-                rows["L"] = np.where(np.isnan(k_y), 0.0, link)
-                rows["E"] = np.where(np.isnan(k_y), -np.inf, link - np.nan_to_num(k_y))
-                table = rows.sort_values(["c", "E", "L"], ascending=[True, False, False], kind="stable")
-                table = table.groupby("c", sort=False).agg(**{xi: (xi, "first"), "L": ("L", "max"),
-                                                               "E": ("E", "first")}).reset_index()
-            else:
-                table = pair.merge(aggregates["present"], on="ci").groupby(["c", xi], sort=False).size().clip(upper=1)
-            if not isinstance(table, pd.DataFrame):
-                table = table.rename(f"f{i}").reset_index().sort_values(["c", f"f{i}"], kind="stable")
-                table = table.drop_duplicates("c")
-            per_c = table if per_c is None else per_c.merge(table, on="c")
-        assert per_c is not None, "_side_factors needs an earlier release"
-        return per_c
+    def _side_factors(self, pair_columns: Columns) -> pd.DataFrame:
+        """Per T1 join value ``c`` (of the matching pairs ``pair_columns``), the extreme factor of T_i over its x_i
+        and the x_i attaining it (``_per_partition``); join values without a match in T_i are left out. Run once
+        per join value (memoised), so pandas' per-call overhead does not matter here."""
+        assert self.side is not None and self._aggregates is not None, "_side_factors needs an earlier release"
+        pair = pd.DataFrame(pair_columns)
+        aggregates = {name: pd.DataFrame(table) for name, table in self._aggregates.items()}
+        if self.kind == ANONYMITY and self.case == Case.Y_KEY_OF_JOIN:
+            table = pair.merge(aggregates["rows"], on="ci").groupby(["c", "x1"], sort=False)["n1"].sum()
+        elif self.kind == ANONYMITY and self.side.has_y:
+            values = pair.merge(aggregates["values"], on="ci").drop_duplicates(["c", "x1", "y1"])
+            table = values.groupby(["c", "x1"], sort=False).size()
+        elif self.y_side == 1:
+            rows = pair.merge(aggregates["rows_y"], on="ci").groupby(["c", "x1", "yy"], sort=False)["n1"].sum()
+            rows = rows.reset_index()
+            link = rows["n1"] / rows.groupby(["c", "x1"], sort=False)["n1"].transform("sum")
+            k_y = self.thresholds[rows["yy"].to_numpy()]
+            rows["L"] = np.where(np.isnan(k_y), 0.0, link)
+            rows["E"] = np.where(np.isnan(k_y), -np.inf, link - np.nan_to_num(k_y))
+            table = rows.sort_values(["c", "E", "L"], ascending=[True, False, False], kind="stable")
+            return table.groupby("c", sort=False).agg(x1=("x1", "first"), L=("L", "max"), E=("E", "first")
+                                                      ).reset_index()
+        else:
+            table = pair.merge(aggregates["present"], on="ci").groupby(["c", "x1"], sort=False).size().clip(upper=1)
+        table = table.rename("f1").reset_index().sort_values(["c", "f1"], kind="stable")
+        return table.drop_duplicates("c")
 
-    def _star(self, rows: Columns, pairs: list[Columns], table: str, keep: list[str],
-              multiply: bool) -> tuple[Columns, list[str]]:
-        """Extend T1 rows (``c`` and ``keep`` columns, count ``n``) with the matching partitions of every T_i
-        (§7 star join: each T_i probed from T1's join value). ``multiply``: n *= Tree_i's count; otherwise the
-        rows are de-duplicated instead. Returns the rows and the x columns."""
+    def _joined(self, rows: Columns, pair: Columns | None, table: str, keep: list[str],
+                multiply: bool) -> tuple[Columns, list[str]]:
+        """Extend T1 rows (``c`` and ``keep`` columns, count ``n``) with the matching partitions of T_i (``pair``:
+        T_i probed from T1's join value; None: no earlier release, the rows as they are). ``multiply``: n *=
+        Tree_i's count; otherwise the rows are de-duplicated instead. Returns the rows and the x columns."""
         xcols = list(self.x_t1)
-        for i, (pair, aggregates) in enumerate(zip(pairs, self._aggregates, strict=True), 1):
-            rows = merge(merge(rows, pair, "c"), aggregates[table], "ci")
-            del rows["ci"]
-            xcols.append(f"x{i}")
-            keep = keep + [c for c in aggregates[table] if c.startswith("y") and c not in keep]
-            if multiply:
-                rows["n"] = rows["n"] * rows.pop(f"n{i}")
-                rows = group(rows, xcols + ["c"] + keep, "n")
-            else:
-                rows = group(rows, xcols + ["c"] + keep)
-        return rows, xcols
+        if pair is None or self._aggregates is None:
+            return rows, xcols
+        aggregates = self._aggregates[table]
+        rows = merge(merge(rows, pair, "c"), aggregates, "ci")
+        del rows["ci"]
+        xcols.append("x1")
+        keep = keep + [c for c in aggregates if c.startswith("y") and c not in keep]
+        if multiply:
+            rows["n"] = rows["n"] * rows.pop("n1")
+            return group(rows, xcols + ["c"] + keep, "n"), xcols
+        return group(rows, xcols + ["c"] + keep), xcols
 
-    def _linkability(self, frame: Columns, pairs: list[Columns]) -> pd.DataFrame:
-        """Def. 3.2 via §5.3 Step 2: a(x) += |P1| x Π|P_i|, a(x, y) += the same with the Y side's |P[y]|."""
+    def _linkability(self, frame: Columns, pair: Columns | None) -> pd.DataFrame:
+        """Def. 3.2 via §5.3 Step 2: a(x) += |P1| x |P_i|, a(x, y) += the same with the Y side's |P[y]|."""
         xcols = list(self.x_t1)
         rows = {c: frame[c] for c in [*xcols, "c", "n"]}
         if self.y_side == 0:
             rows["yy"] = frame["y"]
         rows = group(rows, [*xcols, "c"] + (["yy"] if self.y_side == 0 else []), "n")
-        for i, (pair, aggregates) in enumerate(zip(pairs, self._aggregates, strict=True), 1):
-            table = aggregates["rows_y"] if i == self.y_side else aggregates["rows"]
+        if pair is not None and self._aggregates is not None:
+            table = self._aggregates["rows_y"] if self.y_side == 1 else self._aggregates["rows"]
             rows = merge(merge(rows, pair, "c"), table, "ci")
             del rows["ci"]
-            rows["n"] = rows["n"] * rows.pop(f"n{i}")
-            xcols.append(f"x{i}")
+            rows["n"] = rows["n"] * rows.pop("n1")
+            xcols.append("x1")
             rows = group(rows, [*xcols, "c"] + (["yy"] if "yy" in rows else []), "n")
         a_xy = group({c: rows[c] for c in [*xcols, "yy", "n"]}, [*xcols, "yy"], "n")
         x_id, first = dense_codes([a_xy[c] for c in xcols])
@@ -442,27 +436,28 @@ class JoinStatistics:
         out["E"] = _segment_max(x_id, np.where(watched, link - np.nan_to_num(k_y), -np.inf), len(first))
         return pd.DataFrame(out)
 
-    def _anonymity(self, frame: Columns, pairs: list[Columns]) -> pd.DataFrame:
+    def _anonymity(self, frame: Columns, pair: Columns | None) -> pd.DataFrame:
         """Def. 3.1 via §5.4 on the full X-tree (J1 ⊄ X1; Case 1 implies J1 ⊆ X1 and is ``_per_partition``'s):
         a_Y(x) by Case 4, 3 or 2 when it applies, else by the distinct (x, y) values over the matching pairs."""
         case, x_t1 = self.case, self.x_t1
         if case in (Case.Y_KEY_OF_JOIN, Case.Y1_KEY):  # a(x) records, or |P1| once per (P1, x) for a key Y1
             rows = group({c: frame[c] for c in [*x_t1, "c", "n"]}, [*x_t1, "c"], "n")
-            rows, xcols = self._star(rows, pairs, "rows" if case == Case.Y_KEY_OF_JOIN else "present", [],
-                                     multiply=case == Case.Y_KEY_OF_JOIN)
+            rows, xcols = self._joined(rows, pair, "rows" if case == Case.Y_KEY_OF_JOIN else "present", [],
+                                       multiply=case == Case.Y_KEY_OF_JOIN)
             counts = group({c: rows[c] for c in [*xcols, "n"]}, xcols, "n")
             counts["a"] = counts.pop("n")
         elif case == Case.Y2_KEY:  # distinct T2 partitions per (x1, x2): their rows are distinct Y values
             rows = group({c: frame[c] for c in [*x_t1, "c"]}, [*x_t1, "c"])
-            rows = group(merge(rows, pairs[0], "c"), [*x_t1, "ci"])
-            rows = merge(rows, self._aggregates[0]["rows"], "ci")
+            assert pair is not None and self._aggregates is not None, "Case 2 needs an earlier release"
+            rows = group(merge(rows, pair, "c"), [*x_t1, "ci"])
+            rows = merge(rows, self._aggregates["rows"], "ci")
             xcols = self.x
             counts = group({c: rows[c] for c in [*xcols, "n1"]}, xcols, "n1")
             counts["a"] = counts.pop("n1")
         else:
             keep = ["y0"] if self.has_y1 else []
             rows = {c: frame[c] for c in [*x_t1, "c"]} | ({"y0": frame["y"]} if self.has_y1 else {})
-            rows, xcols = self._star(group(rows, [*x_t1, "c", *keep]), pairs, "values", keep, multiply=False)
+            rows, xcols = self._joined(group(rows, [*x_t1, "c", *keep]), pair, "values", keep, multiply=False)
             ys = [c for c in rows if c.startswith("y")]
             distinct = group({c: rows[c] for c in [*xcols, *ys]}, [*xcols, *ys])
             x_id, first = dense_codes([distinct[c] for c in xcols])
@@ -473,7 +468,7 @@ class JoinStatistics:
 @dataclass(frozen=True)
 class Joins:
     """The joins whose (X, Y)-privacy TDS4SA keeps: the join of T1 with each earlier release alone (``joins[i-1]``
-    with the i-th earlier release; one join, also the star join of §7, when there is at most one).
+    with the i-th earlier release; one join, of T1 alone, for a first release).
 
     An adversary may join T1 with any one earlier release (§3.3's join of two releases), and the judge checks each
     such join. Each is a join of population-related projections, so Lemmas 4.1-4.2 hold for each and a
