@@ -58,7 +58,7 @@ SHOTS = (
     Shot("partition", "/assets/adult/published_release?view=partitions", "000010", click=("000010",)),
     Shot("report", "/assets/adult/published_release?view=partitions", "000010", click=("000010", "[Show Markdown]")),
     Shot("xy_release", "/assets/adult_xy/published_release", "Metadata"),
-    Shot("refused_run", "/runs/{run}", "adult_requests_release"),
+    Shot("refused_run", "/runs/{run}?logs=type%3ASTEP_FAILURE", "adult_requests_release"),
     Shot("sensor", "/locations/privrelease_demo/sensors/adult_requests_release_requests", "adult_requests_release_requests",
          click=("View logs",)),
     Shot("sensors", "/automation", "adult_source_changed"),
