@@ -42,7 +42,7 @@ def people(count: int, rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame({
         "pid": ids.astype(object), "age": rng.integers(20, 70, count), "sex": rng.choice(["F", "M"], count),
         "region": rng.choice(["n1", "n2", "s1", "s2"], count),
-        "ward": rng.choice(["w1", "w2", None], count).astype(object),
+        "ward": rng.choice(np.array(["w1", "w2", None], dtype=object), count),
         "disease": rng.permutation(np.resize(np.array(["flu", "hiv", "gastritis", "asthma"], dtype=object), count)),
     })
 
