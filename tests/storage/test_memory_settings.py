@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import duckdb
 import pytest
 
 from dagster_privrelease.core.spec import parse_spec
@@ -64,3 +65,23 @@ def test_a_limit_duckdb_refuses_is_one_line_naming_the_variable_and_nothing_is_w
     assert store.release_ids() == [1] and published_rows(store) == 40
     publish(store, 2, snapshot(range(10, 50), seed=2))  # the refusal blocks nothing once the value is fixed
     assert store.release_ids() == [1, 2]
+
+
+def test_the_cli_refuses_a_bad_limit_in_one_line(tmp_path, monkeypatch):
+    import yaml
+    from typer.testing import CliRunner
+
+    from dagster_privrelease import cli
+
+    (tmp_path / "clinic.yaml").write_text(yaml.safe_dump(SPEC))
+    snapshot(range(40)).to_csv(tmp_path / "t1.csv", index=False)
+    args = ["release", "--spec", str(tmp_path / "clinic.yaml"), "--db", str(tmp_path / "clinic.duckdb"),
+            "--snapshot", str(tmp_path / "t1.csv")]
+    monkeypatch.setenv("PRIVRELEASE_MEMORY_LIMIT", "lots")
+    refused = CliRunner().invoke(cli.app, args)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.exit_code == 1 and len(lines) == 1, refused.output + refused.stderr
+    assert lines[0].startswith("error: ") and "PRIVRELEASE_MEMORY_LIMIT" in lines[0]
+    assert "Traceback" not in refused.output + refused.stderr
+    with duckdb.connect(str(tmp_path / "clinic.duckdb")) as con:  # refused before any table was made
+        assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'published'").fetchone() == (0,)
