@@ -97,7 +97,7 @@ def test_the_spec_lists_the_missing_markers(tmp_path):
     frame = pipeline.read_snapshot(path, spec)
     assert frame["age"].isna().tolist() == [False, True, *[False] * 6]
     assert frame["disease"].isna().tolist() == [*[False] * 7, True]
-    assert frame["ward"].tolist()[:3] == [None, None, "NA"]
+    assert frame["ward"].isna().tolist()[:3] == [True, True, False] and frame["ward"].iloc[2] == "NA"
     for raw, message in (({"missing": "?"}, "csv.missing: expected a list of non-empty texts"),
                          ({"missing": [""]}, "csv.missing: expected a list of non-empty texts"),
                          ({"separator": ";"}, "csv: expected a mapping with the keys 'missing' and 'types'"),
@@ -155,7 +155,23 @@ def test_parquet_keeps_its_types(tmp_path):
     frame = pd.DataFrame({"pid": [7, 8], "age": [30.5, 31.0], "sex": ["F", "M"], "ward": [1, 2],
                           "disease": ["flu", "hiv"], "other": [0, 0]})
     frame.to_parquet(tmp_path / "t.parquet")
-    pd.testing.assert_frame_equal(pipeline.read_snapshot(tmp_path / "t.parquet", SPEC), frame.drop(columns="other"))
+    read = pipeline.read_snapshot(tmp_path / "t.parquet", SPEC)
+    assert all(isinstance(read[c].dtype, pd.CategoricalDtype) for c in ("sex", "disease"))  # text as codes
+    pd.testing.assert_frame_equal(read.astype({"sex": object, "disease": object}), frame.drop(columns="other"))
+
+
+def test_text_ids_stay_text_and_other_text_columns_come_as_codes(tmp_path):
+    """Every text column but the id is dictionary-encoded (a categorical: one code a cell), from CSV and Parquet
+    alike; the values, nulls included, are the text's."""
+    rows = pd.DataFrame({"pid": ["007", "p8", "p9"], "age": [30, 31, 32], "sex": ["F", None, "F"], "ward": [1, 2, 3],
+                         "disease": ["flu", "hiv", "flu"]})
+    rows.to_parquet(tmp_path / "t.parquet")
+    rows.to_csv(tmp_path / "t.csv", index=False)
+    for path in (tmp_path / "t.parquet", tmp_path / "t.csv"):
+        read = pipeline.read_snapshot(path, SPEC)  # a CSV column is text unless the spec reads it as a number
+        assert read["pid"].dtype == object and read["pid"].tolist() == ["007", "p8", "p9"]
+        assert isinstance(read["sex"].dtype, pd.CategoricalDtype) and read["sex"].isna().tolist() == [False, True, False]
+        assert read["disease"].astype(object).tolist() == ["flu", "hiv", "flu"]
 
 
 def test_a_csv_of_many_rows_is_read_as_written(tmp_path):

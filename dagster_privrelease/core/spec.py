@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SnapshotError, SpecError
+from .encoding import as_text
 from .hierarchy import Taxonomy
 from .models.registry import descriptor, find
 from .yamlfile import read_yaml
@@ -404,7 +405,7 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
                 )
             out[name] = num
         else:
-            text = col.astype(str)
+            text = as_text(col)
             if qi.written and qi.taxonomy is not None:  # written: always has its taxonomy
                 _in_domain(text, qi.taxonomy.leaves, name, "its taxonomy")
             out[name] = text
@@ -412,7 +413,7 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
         out[name] = df[name]
     sens = df[spec.sensitive]
     _no_nulls(df, spec.sensitive)
-    sens = sens.astype(str)
+    sens = as_text(sens)
     if spec.sensitive_written:
         _in_domain(sens, spec.sensitive_values, spec.sensitive, "the sensitive domain")
     out[spec.sensitive] = sens

@@ -14,12 +14,16 @@ Every connection of the store is refused, and the file left untouched, when the 
 
 A read-write connection of the store checkpoints without DuckDB's vacuum (``tune``, ``STORE_SETTINGS``): appended
 rows stay in the row groups they were written in, instead of being merged with the table's last ones and
-re-written with them, so that a checkpoint costs what was appended, not up to a row group more.
+re-written with them, so that a checkpoint costs what was appended, not up to a row group more. It also bounds
+DuckDB's memory and gives it a folder to spill to (``resource_settings``: 40% of the machine's memory, a folder
+beside the store; ``PRIVRELEASE_MEMORY_LIMIT`` and ``PRIVRELEASE_TEMP_DIRECTORY`` override them), so that the
+large joins and sorts of a 10M-row release spill to disk instead of growing the process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import threading
@@ -223,7 +227,7 @@ class StoreConnection:
         con = open_store(self.path, read_only, self.retries, self.backoff)
         restore = None
         try:
-            restore = None if read_only else tune(con, STORE_SETTINGS)
+            restore = None if read_only else configure(con, self.path)
             yield con
         finally:
             try:
@@ -259,9 +263,13 @@ class StoreConnection:
             yield self
             return
         con = open_store(self.path, False, self.retries, self.backoff)
+        try:
+            restore = configure(con, self.path)
+        except BaseException:
+            con.close()
+            raise
         sessions = _sessions()
         sessions[self._key] = Session(self._key, con)
-        restore = tune(con, STORE_SETTINGS)
         try:
             yield self
         finally:
@@ -287,6 +295,39 @@ class StoreConnection:
 STORE_SETTINGS = {"max_vacuum_tasks": "0"}
 
 
+#: The environment variables that override ``resource_settings``: DuckDB's ``memory_limit`` (e.g. ``4GB``,
+#: ``500MiB``) and ``temp_directory`` (a folder; created when DuckDB first spills).
+MEMORY_LIMIT_VARIABLE = "PRIVRELEASE_MEMORY_LIMIT"
+TEMP_DIRECTORY_VARIABLE = "PRIVRELEASE_TEMP_DIRECTORY"
+#: The share of the machine's physical memory DuckDB may hold by default (DuckDB's own default is 80%: on a
+#: machine shared with other work, and beside the release's own numpy arrays, that is too much).
+MEMORY_SHARE = 0.4
+
+
+def resource_settings(path: str | Path) -> dict[str, str]:
+    """DuckDB's ``memory_limit`` and ``temp_directory`` for the store at ``path``: ``MEMORY_SHARE`` of the
+    machine's physical memory (in MiB) and the folder ``<store>.tmp`` beside the file (DuckDB writes its spilled
+    blocks there and removes them when done), unless ``PRIVRELEASE_MEMORY_LIMIT`` / ``PRIVRELEASE_TEMP_DIRECTORY``
+    name others. DuckDB keeps its buffers under the limit by spilling joins, sorts and aggregates to the folder;
+    Arrow results and registered frames handed to Python are outside it. O(1)."""
+    memory = os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip()
+    if not memory:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        memory = f"{max(int(physical * MEMORY_SHARE) >> 20, 256)}MiB"
+    folder = os.environ.get(TEMP_DIRECTORY_VARIABLE, "").strip() or f"{Path(path)}.tmp"
+    return {"memory_limit": memory, "temp_directory": folder}
+
+
+def configure(con: duckdb.DuckDBPyConnection, path: str | Path) -> dict[str, str]:
+    """Set the DuckDB settings of a read-write connection of the store at ``path``: ``STORE_SETTINGS``, whose
+    values before are returned for ``checkpoint`` to put back, and ``resource_settings``, which stay for the
+    database instance's life (DuckDB reports a limit rounded, e.g. 18.8 GiB, so putting it back would drift).
+    StoreError for a value DuckDB refuses (``tune``). Cost: a few SETs."""
+    restore = tune(con, STORE_SETTINGS)
+    tune(con, resource_settings(path))
+    return restore
+
+
 def tune(con: duckdb.DuckDBPyConnection, settings: dict[str, str]) -> dict[str, str]:
     """Set DuckDB ``settings`` (``STORE_SETTINGS``) and return their values before, for ``checkpoint`` to put
     back. The settings are the database instance's (DuckDB has no per-connection ones), so a plain
@@ -295,7 +336,13 @@ def tune(con: duckdb.DuckDBPyConnection, settings: dict[str, str]) -> dict[str, 
     before = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN (SELECT unnest(?))",
                               [list(settings)]).fetchall())
     for name, value in settings.items():
-        con.execute(f"SET {name} = '{value}'")
+        try:
+            con.execute(f"SET {name} = $value", {"value": value})
+        except duckdb.Error as exc:
+            variable = {"memory_limit": MEMORY_LIMIT_VARIABLE, "temp_directory": TEMP_DIRECTORY_VARIABLE}.get(name)
+            source = f"{variable} (the environment)" if variable else name
+            raise StoreError(f"{source}: DuckDB refuses {value!r} as its {name} ({type(exc).__name__}); "
+                             f"{'a size such as 4GB or 500MiB' if name == 'memory_limit' else 'a folder'}") from exc
     return before
 
 
@@ -309,7 +356,7 @@ def checkpoint(con: duckdb.DuckDBPyConnection, restore: dict[str, str]) -> None:
         con.execute("CHECKPOINT")
     with contextlib.suppress(duckdb.Error):  # an aborted transaction left by an error refuses SET: closing ends it
         for name, value in restore.items():
-            con.execute(f"SET {name} = '{value}'")
+            con.execute(f"SET {name} = $value", {"value": value})
 
 
 def first_row(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -> tuple | None:

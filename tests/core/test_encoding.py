@@ -89,3 +89,19 @@ def test_rank_keys_order_rows_as_a_lexicographic_sort(seed, wide):
             assert (keys[a] == keys[b]) == (rows[a] == rows[b])
             assert (keys[a] < keys[b]) == (rows[a] < rows[b])
     assert np.array_equal(np.lexsort(ranks.T[::-1]), np.argsort(keys, kind="stable"))
+
+
+def test_as_text_spells_as_astype_str_without_a_string_per_cell():
+    """``as_text`` against its definition, ``astype(str)``: texts, numbers, mixed values, categoricals of texts and
+    of numbers, nulls included; a text column comes back as it is, and a categorical's equal cells share one
+    string (one spelled per category, not per cell)."""
+    texts = pd.Series(["p007", "007", "flu", "flu"], dtype=object, name="x")
+    columns = [texts, pd.Series([1, 2, 2]), pd.Series(["a", 1, 2.5, None], dtype=object),
+               texts.astype("category"), pd.Series(["b", None, "a", "b"], dtype="category"),
+               pd.Series([3, 1, 3]).astype("category")]
+    for values in columns:
+        spelled = encoding.as_text(values)
+        pd.testing.assert_series_equal(spelled, values.astype(str).astype(object), check_categorical=False)
+    assert encoding.as_text(texts) is texts
+    coded = encoding.as_text(texts.astype("category"))
+    assert coded.iloc[2] is coded.iloc[3]
