@@ -25,7 +25,7 @@ def spark() -> Iterator[object]:
 
     from dagster_privrelease.spark import spark_session
 
-    for name in ("tests.partitioned_checks", *(m for m in sys.modules if m.startswith("tests.spark."))):
+    for name in [m for m in sys.modules if m == "tests.partitioned_checks" or m.startswith("tests.spark.")]:
         cloudpickle.register_pickle_by_value(sys.modules[name])
     session = spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "4"})
     yield session
