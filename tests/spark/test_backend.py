@@ -5,6 +5,7 @@ the columns reach the kernel with their numpy types and values (unsigned codes, 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import pytest
@@ -55,3 +56,26 @@ def test_no_rows(spark) -> None:
 
     empty = np.zeros(0, dtype=np.int64)
     assert len(apply(random_labels, empty, {}, Seeds(1, 1), SparkBackend(spark))) == 0
+
+
+def test_split_kernel_same_groups_on_spark(spark) -> None:
+    """m-invariance's split (§4.3, ``kernels.split.split_buckets``) on Spark: six balanced buckets (2-4 values, 1-9
+    tuples each, a few counterfeits), rows interleaved, uint8 ranks; the groups equal the inline and per-bucket
+    ones for two batchings."""
+    from dagster_privrelease.core.models.kernels import split as kernel
+    from dagster_privrelease.spark import SparkBackend
+
+    rng = np.random.default_rng(9)
+    parts = []
+    for b in range(6):
+        s, c = int(rng.integers(2, 5)), int(rng.integers(1, 10))
+        X = rng.random((s * c, 3))
+        X[: int(rng.integers(0, 2)) * c] = np.nan  # a whole value's tuples counterfeit: no QI values
+        parts.append((X, np.repeat(rng.choice(8, s, replace=False), c), np.full(s * c, 1000 - 7 * b)))
+    order = rng.permutation(sum(len(p[1]) for p in parts))
+    X, values, keys = (np.concatenate([p[i] for p in parts])[order] for i in range(3))
+    ranks, table = kernel.rank_codes(X)
+    assert ranks.dtype == np.uint8
+    for batches in (2, 5):
+        assert_same_labels(partial(kernel.split_buckets, table=table), keys, kernel.split_columns(ranks, values),
+                           Seeds(0, 1), SparkBackend(spark, batches))
