@@ -168,7 +168,7 @@ attributes:
   # backend:
   #   kind: spark
   #   master: local[2]
-  #   spark_conf: {spark.executor.memory: 4g}
+  #   spark_conf: {{spark.executor.memory: 4g}}
 
   # Optional: other names for the assets, group and pool. Defaults: <spec name>/<step>, group <spec name>,
   # pool privrelease_<spec name>.
