@@ -43,3 +43,17 @@ def test_remote_url_is_never_shown() -> None:
     backend = PrivreleaseBackend(kind="spark", remote="sc://spark.internal:15002/;token=secret")
     assert backend.where() == "spark (Spark Connect)"
     assert PrivreleaseBackend().where() == "local"
+
+
+def test_the_local_backend_never_imports_pyspark() -> None:
+    """A release on the default backend, its definitions and its backend resource load no pyspark (nor the spark
+    package): the [spark] extra costs nothing to those who do not use it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from dagster_privrelease import pipeline; "
+            "from dagster_privrelease.orchestration import PrivreleaseBackend, release_definitions; "
+            "from dagster_privrelease.core.models import m_invariance; PrivreleaseBackend().backend(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'dagster_privrelease.spark'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
