@@ -7,16 +7,22 @@ import json
 from functools import partial
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dagster_privrelease.core.encoding import dense_ranks
+from dagster_privrelease.core.models.kernels import partition as mondrian
 from dagster_privrelease.core.models.kernels import split as kernel
 from dagster_privrelease.core.partitioned import LocalBackend, Seeds, using
+from dagster_privrelease.core.progress import LineReporter, reporting
+from dagster_privrelease.errors import NotPublishable
 from tests.partitioned_checks import assert_same_labels
 
 from . import seam_streams
 from .test_m_invariance import _partition, _reference_split, balanced_bucket
+from .test_mondrian import small_tables
 
 
 @pytest.mark.parametrize("relative", [False, True])
@@ -57,12 +63,13 @@ def test_an_exact_tie_between_qis_goes_to_the_first_wherever_the_bucket_sits(bef
 
 
 @pytest.mark.parametrize("name", ["m_invariance", "m_invariance_mondrian_first"])
-def test_releases_with_one_and_four_workers_are_the_same(name):
+def test_releases_with_one_and_four_workers_are_the_same(name, monkeypatch):
     """Every release of a 12-release text-id stream (each reading the one before): the published table, the
-    counterfeits and the hosting groups are the same whether the buckets were split in one call or in four
-    batches on threads."""
+    counterfeits and the hosting groups are the same whether the buckets were split (and the first release's
+    Mondrian tree grown) in one call or in batches on four threads, Mondrian cut into 16 regions."""
     with using(LocalBackend(workers=1)):
         inline = seam_streams.releases(name)
+    monkeypatch.setattr(mondrian, "REGION_ROWS", 0)
     with using(LocalBackend(workers=4)):
         batched = seam_streams.releases(name)
     assert len(inline) >= 12 and len(set(inline)) == len(inline)  # every release its own
@@ -70,9 +77,59 @@ def test_releases_with_one_and_four_workers_are_the_same(name):
 
 
 @pytest.mark.parametrize("name", seam_streams.SAVED)
-@pytest.mark.parametrize("workers", [1, 4])
-def test_mondrian_releases_are_the_ones_published_before_the_seam(name, workers):
-    """k-anonymity and l-diversity (Mondrian below a cut, regions on four threads, or all on one): 12 releases of a
-    text-id stream, each the release the code before the seam published (digests saved from it)."""
+@pytest.mark.parametrize(("workers", "region_rows"), [(1, mondrian.REGION_ROWS), (4, 0)])
+def test_mondrian_releases_are_the_ones_published_before_the_seam(name, workers, region_rows, monkeypatch):
+    """k-anonymity and l-diversity: 12 releases of a text-id stream, each the release the code before the seam
+    published (digests saved from it), whether the tree is grown in one call or cut into 16 regions on four
+    threads."""
+    monkeypatch.setattr(mondrian, "REGION_ROWS", region_rows)
     with using(LocalBackend(workers=workers)):
         assert seam_streams.releases(name) == json.loads(seam_streams.DIGESTS.read_text())[name]
+
+
+def grown_at_once(X: np.ndarray, sensitive: np.ndarray, k: int, l: int,  # noqa: E741 - the papers' name
+                  form: str, unique: bool) -> np.ndarray:
+    """Mondrian's groups with the whole tree grown in one pass (``_mondrian`` without a cut), then, for ``unique``,
+    each leaf dealt into m-unique groups: the path before the seam."""
+    codes, values = pd.factorize(sensitive, sort=True)
+    constraint = mondrian.Constraint(k, k, "frequency") if unique else mondrian.Constraint(k, l, form)
+    mondrian._check_publishable(codes, values, constraint, unique)
+    widths = np.ptp(X, axis=0)
+    scale = np.where(widths > 0, widths, 1.0)
+    ranks = dense_ranks(X)[0]
+    leaves = mondrian._mondrian(X / scale, ranks, codes, len(values), constraint).groups
+    return mondrian._m_unique_cut(X / scale, ranks, codes, len(values), leaves, k) if unique else leaves
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_tables(), st.sampled_from([1, 2, 4]), st.integers(0, 12))
+def test_mondrian_below_a_cut_has_the_leaves_and_ids_of_the_tree_grown_at_once(table, workers, region_rows):
+    """``partition`` with the top levels grown until 4 regions per worker (or a node below ``region_rows``) and
+    the regions grown on the backend's threads: the same group id for every row as the tree grown at once."""
+    X, s, constraint = table
+    try:
+        expected = grown_at_once(X, s, **constraint)
+    except NotPublishable:
+        return
+    mondrian.REGION_ROWS, default = region_rows, mondrian.REGION_ROWS
+    try:
+        with using(LocalBackend(workers=workers)):
+            got = mondrian.partition(X, s, **constraint)
+    finally:
+        mondrian.REGION_ROWS = default
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("constraint", [dict(k=5), dict(l=3, form="distinct"), dict(k=4, unique=True)], ids=str)
+def test_mondrian_on_thousands_of_rows_cut_into_regions(constraint, monkeypatch):
+    """A 6,000-row table (text-like sensitive values, ties on coarse QIs): 16 regions on four threads give the
+    groups of the tree grown at once."""
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.integers(0, 90, 6_000), rng.integers(0, 7, 6_000), rng.random(6_000)])
+    s = np.array([f"v{i:02d}" for i in rng.integers(0, 12, 6_000)], dtype=object)
+    expected = grown_at_once(X, s, **{"k": 1, "l": 1, "form": "frequency", "unique": False, **constraint})
+    heard: list[str] = []
+    with using(LocalBackend(workers=4)), reporting(LineReporter(heard.append)):
+        got = mondrian.partition(X, s, **constraint)
+    np.testing.assert_array_equal(got, expected)
+    assert [line.split(":")[0] for line in heard] == ["mondrian on local"]
