@@ -27,7 +27,6 @@ from ..core import models
 from ..core.judge.history import Report
 from ..core.judge.utility import summarise
 from ..core.models import Stage
-from ..core.partitioned import using
 from ..core.spec import Spec, validate_snapshot
 from ..errors import NotPublishable, StoreError
 from ..export import export_releases
@@ -189,8 +188,7 @@ def candidate_asset(shared: Shared, deps: Sequence[dg.AssetKey]) -> dg.AssetsDef
             part.require_published()
             context.log.info(f"{table.name} release {part.key}: the model's partition-parallel steps run on "
                              f"{resource.where()}")
-            with using(resource.backend()):
-                release = pipeline.make_candidate(part.store, part.release_id, _attributes(context))
+            release = pipeline.make_candidate(part.store, part.release_id, _attributes(context), resource.backend())
             # LM, NCP, discernibility of the candidate; the query error needs T(j) and is computed at publication
             spec = part.store.staged_bound_spec(part.release_id)  # the binding columns, not all of T(j)
             utility = summarise(release.table, release.counterfeits, spec)
