@@ -42,6 +42,7 @@ from .core.judge.run import attack_history, verify_history
 from .core.judge.utility import summarise
 from .core.models.base import HELD_BACK
 from .core.models.recorded import RECORDED
+from .core.partitioned import Backend, current, using
 from .core.progress import Reporter, reporting, step
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
@@ -320,20 +321,23 @@ def _prepare(store: ReleaseStore, release_id: int, stage: str) -> dict[str, pd.D
     return frames
 
 
-def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None = None) -> Release:
+def make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None = None,
+                   backend: Backend | None = None) -> Release:
     """Run the spec's model on the staged T(release_id) and stage the result as the release's candidate.
 
     The model reads T(i), the spec bound to the stored domains and T(i) (ranks never move), what its
     descriptor says it reads of the past (``ModelDescriptor.reads``; Xiao-Tao Lemma 4: release i-1), the frames
     its stages kept for release i (``prepare``), and ``release_rng(spec, i)``, so a re-run is identical.
     ``attributes`` restricts the published quasi-identifiers (a projection request); None publishes all.
+    ``backend`` runs the model's partition-parallel work (``core.partitioned``); None: the current one.
     Reported as the step ``model``, the model's own phases inside it (``core.progress``).
     """
     with step("model"):
-        return _make_candidate(store, release_id, attributes)
+        return _make_candidate(store, release_id, attributes, backend)
 
 
-def _make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None) -> Release:
+def _make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[str] | None,
+                    backend: Backend | None) -> Release:
     """``make_candidate``'s body."""
     snapshot = staged_snapshot(store, release_id)
     bound = store.bound_spec(snapshot)
@@ -346,7 +350,8 @@ def _make_candidate(store: ReleaseStore, release_id: int, attributes: Sequence[s
         raise StoreError(f"release {release_id}: stage(s) {missing} of model {model.name} have not run; prepare "
                          "them first (the Dagster assets of the same names)")
     previous = previous_release(store, release_id, bound)
-    release = model.publish(snapshot, spec, previous, release_rng(spec, release_id), **prepared)
+    with using(current() if backend is None else backend):
+        release = model.publish(snapshot, spec, previous, release_rng(spec, release_id), **prepared)
     release.state = {**prepared, **release.state}
     store.stage_candidate(release_id, release)
     return release

@@ -34,11 +34,11 @@ FIRST = pd.DataFrame({"pid": [f"p{i:03d}" for i in range(16)], "age": [20 + 3 * 
 SECOND = pd.concat([FIRST.iloc[4:], FIRST.iloc[:4].assign(pid=[f"p{i:03d}" for i in range(16, 20)])],
                    ignore_index=True)
 #: The steps every m-invariance release reports (release 2: the model reads release 1), besides the attacks.
-STEPS = ["staging", "model / previous signatures", "model / buckets", "model / split", "model / release table",
+STEPS = ["staging", "model / previous signatures", "model / buckets", "model / split on local", "model / release table",
          "model", "judge / reading the history", "judge / verifiers", "judge / saving the memo", "judge",
          "expectations", "publication"]
 #: Steps that end in this order (the candidate's two checks may run in either order).
-ORDER = ["staging", "model / split", "model", "judge", "publication"]
+ORDER = ["staging", "model / split on local", "model", "judge", "publication"]
 LINE = re.compile(r"^(?P<name>[a-z_ /]+): \d+\.\d\d s$")
 
 
@@ -107,7 +107,7 @@ def test_cli_on_a_terminal_prints_each_finished_step_under_a_status_line(files, 
                                           str(files / "ward.duckdb"), "--snapshot", str(files / "first.csv")])
     assert result.exit_code == 0, result.output
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # without the terminal's escape codes
-    assert re.search(r"✓ model / split: \d+\.\d\d s", shown) and re.search(r"✓ publication: \d+\.\d\d s", shown)
+    assert re.search(r"✓ model / split on local: \d+\.\d\d s", shown) and re.search(r"✓ publication: \d+\.\d\d s", shown)
     assert "release 1 published" in shown
 
 

@@ -240,7 +240,7 @@ def dense_ranks(X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     rank order. Ranks are int32 (int64 beyond 2^31 rows). O(n d log n).
 
     The one dense-rank kernel of the models: Mondrian (LeFevre et al.; ``models.kernels.partition.partition``) reads the
-    ranks as they are; m-invariance's bucket split (``models.kernels.split._rank_codes``) shifts them by one (0 for
+    ranks as they are; m-invariance's bucket split (``models.kernels.split.rank_codes``) shifts them by one (0 for
     a counterfeit) into the smallest unsigned type and keeps the values as its look-up table.
     """
     n, d = X.shape

@@ -6,17 +6,17 @@ All algorithms stay in ``core``; all SQL of the release store in ``storage``. En
 asset), ``checks``, ``expectations``, ``sensors``, ``sources`` (the ``Source`` protocol and its DuckDB and frame kinds),
 ``postgres_source`` (a PostgreSQL table with its change feed), ``landing_zone`` (a folder of Parquet/CSV files),
 ``partitions`` (keys and the partition a step works on), ``translator`` (asset keys, group, pool), ``resources``
-and ``report`` (UI metadata).
+(the store, and ``PrivreleaseBackend``: where the partition-parallel steps run) and ``report`` (UI metadata).
 """
 
 from .definitions import release_definitions, run_release
 from .landing_zone import LandingZoneSource
 from .postgres_source import PostgresTableSource
-from .resources import ReleaseStoreResource
+from .resources import PrivreleaseBackend, ReleaseStoreResource
 from .sources import DuckDBChangeLogSource, DuckDBTableSource, Fingerprint, FrameSource, Source
 from .translator import ReleaseTranslator
 
 __all__ = [
     "DuckDBChangeLogSource", "DuckDBTableSource", "Fingerprint", "FrameSource", "LandingZoneSource",
-    "PostgresTableSource", "ReleaseStoreResource", "ReleaseTranslator", "Source", "release_definitions", "run_release",
+    "PostgresTableSource", "PrivreleaseBackend", "ReleaseStoreResource", "ReleaseTranslator", "Source", "release_definitions", "run_release",
 ]

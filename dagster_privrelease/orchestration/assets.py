@@ -36,6 +36,7 @@ from .certificate import write_certificate
 from .checks import CHECKS
 from .expectations import validate_release
 from .partitions import step
+from .resources import PrivreleaseBackend
 from .sensors import ATTRIBUTES_TAG
 from .translator import ReleaseTable
 
@@ -44,6 +45,9 @@ KINDS = {"duckdb", "python"}
 
 #: The tag naming a table's model on each of its assets (filterable in the asset catalogue).
 MODEL_TAG = "privrelease/model"
+
+#: The candidate's metadata entry saying where its partition-parallel steps ran (``PrivreleaseBackend.where``).
+BACKEND = "privrelease/backend"
 
 
 def release_assets(table: ReleaseTable, spec: Spec, source: object) -> list[dg.AssetsDefinition | dg.AssetSpec]:
@@ -72,15 +76,16 @@ class Shared:
     model: str
 
     def asset(self, step: str, description: str, deps: Sequence[dg.AssetKey] = (), source: bool = False,
-              output_required: bool = True, kinds: Iterable[str] = KINDS):
+              output_required: bool = True, kinds: Iterable[str] = KINDS, resources: Iterable[str] = ()):
         """The ``dg.asset`` decorator of the table's asset ``step``: ``description`` followed by the guarantee,
-        the table's partitions, group, pool, owners, kinds and the model tag."""
+        the table's partitions, group, pool, owners, kinds and the model tag; it needs the store, the source when
+        ``source``, and ``resources``."""
         table = self.table
         return dg.asset(
             output_required=output_required,
             key=table.asset_key(step),
             deps=list(deps),
-            required_resource_keys={table.store, *([table.source] if source else [])},
+            required_resource_keys={table.store, *([table.source] if source else []), *resources},
             description=f"{description}\n\n**Protected by** {self.guarantee}.",
             partitions_def=table.partitions,
             group_name=table.group,
@@ -168,16 +173,22 @@ def stage_asset(shared: Shared, stage: Stage, upstream: dg.AssetKey) -> dg.Asset
 
 def candidate_asset(shared: Shared, deps: Sequence[dg.AssetKey]) -> dg.AssetsDefinition:
     """``release_candidate``: T*(j), the model's release staged privately (``pipeline.make_candidate``), restricted
-    to the attributes of the run's release request when it has one; metadata: counts and utility, each figure
-    under its ``report.FIGURES`` name (the query error is measured at publication, against T(j))."""
+    to the attributes of the run's release request when it has one, its partition-parallel steps run on the table's
+    backend (``PrivreleaseBackend``); metadata: counts and utility, each figure under its ``report.FIGURES`` name
+    (the query error is measured at publication, against T(j)), and where the steps ran (``BACKEND``, also a line
+    of the run log)."""
     table = shared.table
 
     @shared.asset("release_candidate", "T*(j): the model's candidate release, staged privately until its three "
-                  "blocking checks pass.\n\n" + report.glossary(("lm", "ncp", "discernibility")), deps=deps)
+                  "blocking checks pass.\n\n" + report.glossary(("lm", "ncp", "discernibility")), deps=deps,
+                  resources=[table.backend])
     def release_candidate(context: AssetExecutionContext) -> dg.MaterializeResult:
+        resource: PrivreleaseBackend = getattr(context.resources, table.backend)
         with step(context, table) as part:
             part.require_published()
-            release = pipeline.make_candidate(part.store, part.release_id, _attributes(context))
+            context.log.info(f"{table.name} release {part.key}: the model's partition-parallel steps run on "
+                             f"{resource.where()}")
+            release = pipeline.make_candidate(part.store, part.release_id, _attributes(context), resource.backend())
             # LM, NCP, discernibility of the candidate; the query error needs T(j) and is computed at publication
             spec = part.store.staged_bound_spec(part.release_id)  # the binding columns, not all of T(j)
             utility = summarise(release.table, release.counterfeits, spec)
@@ -189,6 +200,7 @@ def candidate_asset(shared: Shared, deps: Sequence[dg.AssetKey]) -> dg.AssetsDef
                 **report.utility_metadata(utility),
                 "groups": release.groups,
                 **report.table_metadata(rows),
+                BACKEND: resource.where(),
             }
         )
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ..errors import SpecError
 from .definitions import release_definitions
 from .landing_zone import LandingZoneSource
 from .postgres_source import PostgresTableSource
+from .resources import PrivreleaseBackend
 from .sources import DuckDBChangeLogSource, DuckDBTableSource, Source
 from .translator import ReleaseTranslator
 
@@ -162,6 +163,13 @@ attributes:
   # certificate. Default: no export.
   # export: export
 
+  # Optional: where the partition-parallel steps run (m-invariance's split, Mondrian): kind local (default,
+  # threads) or spark (the [spark] extra; master: local[2], spark://host:7077, yarn; or remote: sc://host:15002).
+  # backend:
+  #   kind: spark
+  #   master: local[2]
+  #   spark_conf: {{spark.executor.memory: 4g}}
+
   # Optional: other names for the assets, group and pool. Defaults: <spec name>/<step>, group <spec name>,
   # pool privrelease_<spec name>.
   # translation:
@@ -246,16 +254,28 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
         description="A folder each published release is exported to as Parquet partitioned by release, with its "
         "certificate (the asset exported_release); relative to the folder of the defs.yaml. Default: no export.",
     )
+    backend: dict[str, Any] | None = Field(
+        default=None,
+        description="Where the partition-parallel steps run: the fields of PrivreleaseBackend, e.g. {kind: spark, "
+        "master: 'local[2]'} or {kind: spark, remote: 'sc://host:15002'}. Default: threads of the run's process.",
+    )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         """``release_definitions`` with the attributes' paths read from ``context.path`` (the defs.yaml's folder).
 
-        Parses the spec; opens no store and no source. SpecError for a bad spec, naming the file (the spec file,
-        or the defs.yaml's ``spec:`` for an inline spec), the key and the rule.
+        Parses the spec; opens no store and no source and starts no Spark session. SpecError for a bad spec, naming
+        the file (the spec file, or the defs.yaml's ``spec:`` for an inline spec), the key and the rule, or for a bad
+        ``backend:`` block, naming its keys.
         """
         folder = Path(context.path)
         inline = self.spec if isinstance(self.spec, dict) else None
         spec_path = folder / ("defs.yaml" if inline is not None else str(self.spec))
+        try:
+            backend = None if self.backend is None else PrivreleaseBackend(**self.backend)
+        except ValidationError as exc:
+            keys = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+            raise SpecError(f"{folder / 'defs.yaml'}: attributes.backend: invalid {keys} (the fields of "
+                            "PrivreleaseBackend: kind local|spark, master, remote, spark_conf)") from None
         try:
             return release_definitions(
                 spec_path,
@@ -265,6 +285,7 @@ class ProtectedTableComponent(dg.Component, dg.Resolvable, dg.Model):
                 translator=None if self.translation is None else TranslatedNames(self.translation),
                 export=None if self.export is None else folder / self.export,
                 inline_spec=inline,
+                backend=backend,
             )
         except SpecError as exc:
             where = f"{spec_path} (attributes.spec)" if inline is not None else str(spec_path)

@@ -32,7 +32,7 @@ from ..storage import ReleaseStore
 from .assets import release_assets
 from .checks import candidate_checks
 from .partitions import Refusal, missing_keys
-from .resources import ReleaseStoreResource
+from .resources import PrivreleaseBackend, ReleaseStoreResource
 from .sensors import ATTRIBUTES_TAG, TAG, request_sensor, source_sensor
 from .sources import FrameSource, Source
 from .translator import ReleaseTable, ReleaseTranslator
@@ -50,6 +50,7 @@ def release_definitions(
     translator: ReleaseTranslator | None = None,
     export: str | Path | None = None,
     inline_spec: Mapping[str, Any] | None = None,
+    backend: PrivreleaseBackend | None = None,
 ) -> dg.Definitions:
     """Everything Dagster needs to release one protected table: its assets, checks, job and sensors.
 
@@ -66,6 +67,8 @@ def release_definitions(
             release's metadata); None exports nothing.
         inline_spec: the spec's keys when the file ``spec_path`` holds them inline rather than being the spec (a
             component's ``defs.yaml``); taxonomy files named in it are read from that file's folder.
+        backend: where the candidate's partition-parallel steps run (``PrivreleaseBackend``: local threads or
+            Spark); None: local.
 
     Returns:
         The ``Definitions`` of a code location (several tables: ``dg.Definitions.merge``).
@@ -83,7 +86,7 @@ def release_definitions(
         ```
     """
     spec = load_spec(spec_path) if inline_spec is None else parse_spec(inline_spec, base=Path(spec_path).parent)
-    return _definitions(spec, spec_path, db_path, source, requests, translator, export, inline_spec)
+    return _definitions(spec, spec_path, db_path, source, requests, translator, export, inline_spec, backend)
 
 
 def _definitions(
@@ -95,6 +98,7 @@ def _definitions(
     translator: ReleaseTranslator | None = None,
     export: str | Path | None = None,
     inline_spec: Mapping[str, Any] | None = None,
+    backend: PrivreleaseBackend | None = None,
 ) -> dg.Definitions:
     """``release_definitions`` for ``spec``, the spec at ``spec_path`` (or ``inline_spec``) as already parsed."""
     table = ReleaseTable(spec.name, translator or ReleaseTranslator(), None if export is None else Path(export))
@@ -123,6 +127,7 @@ def _definitions(
                 database=str(db_path), spec=str(spec_path), inline=None if inline_spec is None else dict(inline_spec)
             ),
             table.source: source,
+            table.backend: backend or PrivreleaseBackend(),
         },
     )
 
@@ -134,6 +139,7 @@ def run_release(
     instance: dg.DagsterInstance | None = None,
     attributes: Sequence[str] | None = None,
     progress: Reporter | None = None,
+    backend: PrivreleaseBackend | None = None,
 ) -> dict:
     """Publish ``snapshot_df`` as the next release of the store at ``db_path`` through the release job.
 
@@ -166,6 +172,7 @@ def run_release(
         progress: hears each step of the run as it starts and ends (``core.progress``: staging, the model's
             phases, the judge's verifiers and attacks, publication); None is silent. The run's event log has the
             same steps either way.
+        backend: where the partition-parallel steps run (``PrivreleaseBackend``); None: local threads.
 
     Returns:
         The manifest row of the release, with ``release_id``, ``partition_key``, ``run_id`` and ``outcome``.
@@ -187,7 +194,7 @@ def run_release(
     """
     spec = load_spec(spec_path)
     pipeline.model_spec(spec, attributes)  # a bad attribute is refused before anything is staged
-    defs = _definitions(spec, spec_path, db_path, FrameSource(snapshot_df))
+    defs = _definitions(spec, spec_path, db_path, FrameSource(snapshot_df), backend=backend)
     store = ReleaseStore(db_path, spec)
     with store.session(), reporting(progress):
         return _run(defs, spec, store, snapshot_df, instance or dg.DagsterInstance.ephemeral(), attributes)

@@ -1,4 +1,4 @@
-"""The release store as a Dagster resource.
+"""The release store, and where a table's partition-parallel steps run, as Dagster resources.
 
 Every asset of a protected table reads and writes through ``ReleaseStore`` (the ``storage`` package owns all the SQL),
 never through an IO manager: the pandas DuckDB IO manager inserts positionally, so a reordered column would
@@ -8,12 +8,14 @@ silently corrupt a partition.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from ..core.partitioned import Backend, LocalBackend
 from ..core.spec import Spec, load_spec, parse_spec
+from ..errors import SpecError
 from ..storage import ReleaseStore, open_duckdb
 from ..storage.connection import table_exists
 
@@ -73,3 +75,45 @@ class ReleaseStoreResource(dg.ConfigurableResource):
     def store(self) -> ReleaseStore:
         """A store on ``database`` (it creates its schema on first use)."""
         return ReleaseStore(self.database, self.loaded_spec())
+
+
+class PrivreleaseBackend(dg.ConfigurableResource):
+    """Where a table's partition-parallel steps run (``core.partitioned``: m-invariance's split, Mondrian below a
+    cut): this process's threads (``kind: local``, the default) or Apache Spark (``kind: spark``, the ``[spark]``
+    extra). The release candidate is made on ``backend()`` (``pipeline.make_candidate``), so the release job
+    is the same either way, and so is the published release (``docs/scaling.md``). The session is process-wide:
+    the first step that needs it starts it (a local JVM: a few seconds), the next ones reuse it."""
+
+    kind: Literal["local", "spark"] = Field(
+        default="local", description="'local': threads of the run's process; 'spark': a Spark session."
+    )
+    master: str = Field(
+        default="local[2]", description="The Spark master of a 'spark' backend (local[N], spark://host:port, yarn)."
+    )
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect URL (sc://host:port); when set, the session is remote and 'master' is unused. "
+        "Never shown in the UI (it may carry a token).",
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description="Spark settings over the package's defaults (spark.executor.memory, ...)."
+    )
+
+    def backend(self) -> Backend:
+        """The backend: a ``LocalBackend``, or a ``SparkBackend`` on the session (started on first use). SpecError
+        naming the kind when the ``[spark]`` extra is not installed."""
+        if self.kind == "local":
+            return LocalBackend()
+        try:
+            from ..spark import SparkBackend, spark_session
+        except ImportError:
+            raise SpecError("backend kind 'spark': pyspark is not installed (pip install "
+                            "'dagster-privrelease[spark]')") from None
+        return SparkBackend(spark_session(self.master, self.remote, self.spark_conf))
+
+    def where(self) -> str:
+        """Where the steps run, as the UI and the run log say it: ``local``, ``spark (local[2])``, ``spark (Spark
+        Connect)``; never the remote URL."""
+        if self.kind == "local":
+            return "local"
+        return "spark (Spark Connect)" if self.remote else f"spark ({self.master})"

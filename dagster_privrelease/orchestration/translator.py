@@ -42,8 +42,8 @@ class ReleaseTranslator:
 @dataclass(frozen=True)
 class ReleaseTable:
     """One protected table as its definitions see it: its name (the spec's ``name``), its dynamic partitions
-    ``<table>_releases``, its resource keys ``<table>_store`` and ``<table>_source``, its translator, and the
-    folder it exports to (if any)."""
+    ``<table>_releases``, its resource keys ``<table>_store``, ``<table>_source`` and ``<table>_backend``, its
+    translator, and the folder it exports to (if any)."""
 
     name: str
     translator: ReleaseTranslator
@@ -70,6 +70,11 @@ class ReleaseTable:
     def source(self) -> str:
         """Resource key of the source (a ``sources.Source``)."""
         return f"{self.name}_source"
+
+    @property
+    def backend(self) -> str:
+        """Resource key of where the partition-parallel steps run (``PrivreleaseBackend``)."""
+        return f"{self.name}_backend"
 
     @property
     def pool(self) -> str:

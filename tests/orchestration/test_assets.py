@@ -86,7 +86,9 @@ def test_two_releases_publish_with_metadata(tmp_path, spec_path, instance):
     floats = [v for v in meta.values() if isinstance(v, float)]
     assert floats and all(v == float(f"{v:.4g}") for v in floats)
     candidate = _metadata(r2, "release_candidate")
-    assert {"LM", "NCP", "DM"} <= set(candidate) and not [k for k in candidate if "/" in k and "dagster" not in k]
+    assert {"LM", "NCP", "DM"} <= set(candidate) and not [k for k in candidate if "/" in k and "dagster" not in k
+                                                           and k != "privrelease/backend"]
+    assert candidate["privrelease/backend"] == "local"  # where the partition-parallel steps ran
     manifest = ReleaseStore(tmp_path / "releases.duckdb", load_spec(spec_path)).manifest()
     assert manifest["release_id"].tolist() == [1, 2]
     assert manifest["rows"].tolist() == [120, 125]

@@ -129,6 +129,30 @@ def test_a_bad_spec_is_named_with_its_file_and_key():
     assert str(error) == f"{folder / 'defs.yaml'} (attributes.spec): model.m: must be at least 2, got 1"
 
 
+def test_a_backend_block_picks_where_the_split_runs():
+    """``backend:`` in the defs.yaml becomes the table's ``PrivreleaseBackend`` (no session started while loading);
+    a block with an unknown kind is refused with one line naming the defs.yaml and the key."""
+    from dagster_privrelease.orchestration import PrivreleaseBackend
+
+    with create_defs_folder_sandbox() as sandbox:
+        folder = sandbox.defs_folder_path / "patients"
+        folder.mkdir()
+        body = _attributes(folder, backend={"kind": "spark", "master": "local[3]"})
+        (folder / "defs.yaml").write_text(yaml.safe_dump(body))
+        with sandbox.load_component_and_build_defs(defs_path=folder) as (_, defs):
+            backend = defs.resources["patients_backend"]
+            assert isinstance(backend, PrivreleaseBackend) and backend.where() == "spark (local[3])"
+        body["attributes"]["backend"] = {"kind": "dask"}
+        (folder / "defs.yaml").write_text(yaml.safe_dump(body))
+        with pytest.raises(Exception) as caught, sandbox.build_all_defs():
+            pass
+    error = caught.value
+    while not isinstance(error, SpecError) and error.__cause__ is not None:
+        error = error.__cause__
+    assert str(error) == (f"{folder / 'defs.yaml'}: attributes.backend: invalid kind (the fields of "
+                          "PrivreleaseBackend: kind local|spark, master, remote, spark_conf)")
+
+
 @pytest.fixture
 def project(tmp_path) -> tuple[Path, dict]:
     """An empty ``dg`` project ``tmpproj`` (src layout) and the environment that imports it and this package."""

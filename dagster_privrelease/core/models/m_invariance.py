@@ -64,6 +64,7 @@ assignment in ``kernels.buckets``, the split in ``kernels.split``, the last host
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -72,6 +73,7 @@ from ...errors import NotPublishable
 from ..encoding import encode, sensitive_codes
 from ..judge import verifiers as verify
 from ..judge.history import Bound, History
+from ..partitioned import Seeds, apply, current
 from ..progress import step
 from ..release import PreviousRelease, Release, build_release
 from ..spec import BoundSpec, Spec
@@ -79,7 +81,7 @@ from .base import HELD_BACK, ModelDescriptor, Param, PreviousPart
 from .kernels.buckets import buckets_of, hold_back_mask, refuse_unless_eligible
 from .kernels.hosts import last_groups
 from .kernels.partition import domain_widths, partition
-from .kernels.split import normalised, number_groups, split
+from .kernels.split import normalised, number_groups, rank_codes, split_buckets, split_columns
 
 
 def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease | None, rng: np.random.Generator) -> Release:
@@ -91,7 +93,8 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     ``hold_back`` on, ``Release.state["held_back"]`` (one column, the id) lists the new tuples held back.
     Deterministic given ``rng``. Cost O(|T(n)| log |T(n)|) per level of the split recursion, independent of n.
     Its phases are reported as steps (``core.progress``): ``previous signatures``, ``buckets`` (§4.2's division,
-    balancing and assignment), ``split`` (§4.3), ``release table``.
+    balancing and assignment), ``split on <backend>`` (§4.3: each balanced bucket, its counterfeits with it, one
+    partition of ``core.partitioned``, run on the current backend), ``release table``.
     """
     m = int(spec.model.params["m"])
     hold_back = bool(spec.model.params.get("hold_back", False))
@@ -128,11 +131,15 @@ def publish(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease |
     with step("buckets"):
         buckets, fake_buckets, fake_values = buckets_of(codes, prev_group, signatures, m, V, rng)
     del prev_group
-    with step("split"):
-        # passed as an expression, not a name: ``split`` frees the matrix once it has its ranks (10M rows: 560 MB)
-        labels = split(normalised(X, spec, widths, counterfeits=len(fake_values)),
-                       np.concatenate([codes, fake_values]), np.concatenate([buckets, fake_buckets]))
-    del buckets, fake_buckets
+    backend = current()
+    with step(f"split on {backend.name}"):
+        # the normalised matrix is an expression, not a name: freed once ranked (10M rows: 560 MB)
+        ranks, table = rank_codes(normalised(X, spec, widths, counterfeits=len(fake_values)))
+        release = previous.release_id + 1 if previous is not None else 1  # ids run 1, 2, ... (Lemma 4's n)
+        labels = apply(partial(split_buckets, table=table), np.concatenate([buckets, fake_buckets]),
+                       split_columns(ranks, np.concatenate([codes, fake_values])), Seeds(spec.seed, release),
+                       backend)
+    del buckets, fake_buckets, ranks
     with step("release table"):
         groups, fake_groups = labels[: len(X)], labels[len(X):]
         groups, fake_groups = number_groups(X, groups, fake_groups)

@@ -294,39 +294,26 @@ def test_split_places_counterfeits_first_and_ignores_them_in_extents():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from([np.uint8, np.uint16]), st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data())
-def test_extreme_tables_read_what_the_flat_look_up_reads(dtype, sizes, data):
-    """``_extreme_tables`` against the flat look-up of ``_rank_codes``' table (the definition): for every code a
-    column can reach (a rank, 0 for a column of counterfeits only, the wrapped minimum of one), the same float."""
-    K = max(sizes)
-    table = np.zeros((len(sizes), K + 2))
-    table[:, K], table[:, K + 1] = 2.0, -1.0
-    for j, size in enumerate(sizes):
-        table[j, :size] = np.sort(data.draw(st.lists(st.floats(0, 1), min_size=size, max_size=size)))
-    lo, hi = kernel._extreme_tables(table, np.dtype(dtype))
-    assert lo is not None and hi is not None
-    flat, wrapped = table.ravel(), int(np.iinfo(dtype).max)
-    for j, size in enumerate(sizes):
-        for low in [*range(size), wrapped]:  # minimum of code - 1: a rank, or a column of counterfeits only
-            assert lo[j, low] == flat[min(low, K) + j * (K + 2)]
-        for high in range(size + 1):  # maximum code: 0 for a column of counterfeits only
-            assert hi[j, high] == flat[high - 1 + j * (K + 2)]
-    assert kernel._extreme_tables(table, np.dtype(np.uint32)) == (None, None)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.sampled_from([-1.0, 0.0, 0.25, 0.5, 1.0]), st.sampled_from([0.0, 0.5, 2.0])),
-                         min_size=1, max_size=6), min_size=1, max_size=5))
-def test_running_extent_is_the_extent_of_every_prefix_of_a_node(nodes):
-    """``_running_extent`` against its definition, one node at a time: at column k, the highest of the columns'
-    maxima up to k less the lowest of their minima (0 when negative: columns of counterfeits only, -1 and 2)."""
+@given(st.integers(1, 6).flatmap(lambda K: st.tuples(
+    st.lists(st.floats(0, 1), min_size=K, max_size=K, unique=True),
+    st.lists(st.lists(st.tuples(st.integers(-1, K - 1), st.integers(0, K)), min_size=1, max_size=6), min_size=1,
+             max_size=5),
+    st.sampled_from([0, 1, 10**6]))))
+def test_running_extent_is_the_extent_of_every_prefix_of_a_node(case):
+    """``_running_extent`` against its definition, one node at a time, to the bit: at column k, the highest of the
+    columns' maxima up to k less the lowest of their minima (0 when negative: columns of counterfeits only read -1
+    and 2), wherever the node sits in the level (``first``: the nodes before it; a million of them moved a value
+    by the ulp of a float offset)."""
+    K = len(case[0])
+    values = np.array([*sorted(case[0]), 2.0, -1.0])  # a row of ``rank_codes``' table
+    nodes, first = case[1], case[2]
     high = np.array([h for node in nodes for h, _ in node])
     low = np.array([lo for node in nodes for _, lo in node])
-    cnode = np.repeat(np.arange(len(nodes)), [len(node) for node in nodes])
-    got = kernel._running_extent(low, high, 8.0 * cnode)
-    want = [max(max(h for h, _ in node[: k + 1]) - min(lo for _, lo in node[: k + 1]), 0.0)
+    cnode = first + np.repeat(np.arange(len(nodes)), [len(node) for node in nodes])
+    got = kernel._running_extent(values, low, high, cnode * (K + 2))
+    want = [max(max(values[h] for h, _ in node[: k + 1]) - min(values[lo] for _, lo in node[: k + 1]), 0.0)
             for node in nodes for k in range(len(node))]
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(got, want)
 
 
 def _reference_split(X: np.ndarray, values: np.ndarray, relative: bool = False) -> set[frozenset[int]]:
@@ -439,26 +426,31 @@ def test_normalised_is_min_shifted_over_widths_then_counterfeit_rows(case):
     st.lists(st.integers(0, 40), max_size=5))
 def test_number_groups_orders_groups_by_lower_corner(rows, fakes):
     """``number_groups``: ids 1..g in lexicographic order of each group's lower corner (the minimum of each QI over
-    its tuples), ties by the old id, the same id for a counterfeit of that group: the reference sorts the corners."""
+    its tuples), ties by the group's first row, the same id for a counterfeit of that group: the reference sorts
+    the corners. The ids do not depend on how the input numbered the groups (reversed here)."""
     X = np.array([r for r, _ in rows], dtype=np.float64)
     _, groups = np.unique([g for _, g in rows], return_inverse=True)
     groups = groups.reshape(-1)
     fake_groups = np.array([f % (groups.max() + 1) for f in fakes], dtype=np.int64)
     corners = {g: tuple(X[groups == g].min(axis=0).tolist()) for g in range(groups.max() + 1)}
-    new_id = {g: i + 1 for i, g in enumerate(sorted(corners, key=lambda g: (corners[g], g)))}
+    first = {g: int(np.flatnonzero(groups == g)[0]) for g in corners}
+    new_id = {g: i + 1 for i, g in enumerate(sorted(corners, key=lambda g: (corners[g], first[g])))}
     got, got_fakes = kernel.number_groups(X, groups, fake_groups)
     assert got.tolist() == [new_id[g] for g in groups.tolist()]
     assert got_fakes.tolist() == [new_id[g] for g in fake_groups.tolist()]
+    top = groups.max()
+    again, again_fakes = kernel.number_groups(X, top - groups, top - fake_groups)
+    assert again.tolist() == got.tolist() and again_fakes.tolist() == got_fakes.tolist()
 
 
 def test_split_of_a_qi_with_hundreds_of_values_cuts_as_the_reference():
-    """More than 255 values of one QI: ranks no longer fit a byte (``_rank_codes`` widens them)."""
+    """More than 255 values of one QI: ranks no longer fit a byte (``rank_codes`` widens them)."""
     rng = np.random.default_rng(7)
     values = np.repeat(np.arange(3), 120)
     X = np.column_stack([rng.permutation(360), rng.integers(0, 4, 360)]).astype(np.float64) / 512
     X[::17] = np.nan
     groups = kernel.split(X, values, np.zeros(len(X), dtype=np.int64))
-    assert kernel._rank_codes(X)[0].dtype == np.uint16
+    assert kernel.rank_codes(X)[0].dtype == np.uint16
     assert _partition(groups) == _reference_split(X, values)
 
 

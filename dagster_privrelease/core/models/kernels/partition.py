@@ -24,20 +24,36 @@ Implementation: the recursion is run breadth-first, one level of the tree at a t
 together in numpy (segment sorts, ``reduceat``, ``bincount``); a per-node numpy call costs tens of
 microseconds and a million-row table has hundreds of thousands of nodes, so per-node work would take minutes.
 Each level costs O(n log n); the tree has O(log(n / k)) levels on real data.
+
+Below a cut the subtrees run through the partition seam (``core.partitioned``): the top levels are grown here until
+a level has about 4 nodes per worker of the current backend (or its largest node is below ``REGION_ROWS``); each
+node of that level is a region, a partition whose kernel (``grow_regions``) grows the rest of its subtree. Mondrian
+is deterministic and a region's cuts read its own rows only, so the leaves, and their ids (level by level, each level
+in tree order), are those of the tree grown all at once, whatever the backend and its batching.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from ....errors import NotPublishable
 from ...encoding import dense_ranks
+from ...partitioned import Seeds, current, numbered, parallelism
+from ...progress import step
 from ...spec import BoundSpec
 
 FORMS = ("frequency", "distinct")
+#: Regions below the cut per worker of the backend: enough that unequal subtrees even out across the workers.
+REGIONS_PER_WORKER = 4
+#: The driver stops cutting a level whose largest node has fewer rows: below it a subtree is cheaper than a call.
+REGION_ROWS = 2_000
+#: A kernel's label is its leaf's level shifted by this many bits, or'ed with the leaf's id in the call.
+_LEVEL_BITS = 40
 
 
 @dataclass(frozen=True)
@@ -107,7 +123,7 @@ def partition(
     widths = np.ptp(X, axis=0) if scale is None else np.asarray(scale, dtype=np.float64)
     scale = np.where(widths > 0, widths, 1.0)
     ranks = dense_ranks(X)[0]
-    leaves = _mondrian(X / scale, ranks, codes, len(values), constraint)
+    leaves = _leaves(X, scale, ranks, codes, len(values), constraint)
     if unique:
         return _m_unique_cut(X / scale, ranks, codes, len(values), leaves, k)
     return leaves
@@ -141,6 +157,69 @@ def _check_publishable(codes: np.ndarray, values, constraint: Constraint, unique
         )
 
 
+def _leaves(X: np.ndarray, scale: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int,
+            constraint: Constraint) -> np.ndarray:
+    """Mondrian's leaf per row (``_mondrian`` on ``X / scale``), the levels above the cut grown here and each region
+    below it by ``grow_regions`` on the current backend (module docstring), reported as the step ``mondrian on
+    <backend>``. The regions' leaves are numbered after the driver's, by (level, region, leaf in the region): the
+    ids of the tree grown all at once. Cost: ``_mondrian``'s, plus one sort of the rows below the cut."""
+    backend = current()
+    with step(f"mondrian on {backend.name}"):
+        tree = _mondrian(X / scale, ranks, codes, S, constraint,
+                         regions=REGIONS_PER_WORKER * parallelism(backend), region_rows=REGION_ROWS)
+        if not len(tree.sizes):
+            return tree.groups
+        region = np.empty(len(X), dtype=np.int64)
+        region[tree.rows] = np.repeat(np.arange(len(tree.sizes)), tree.sizes)
+        below = np.sort(tree.rows)  # the rows below the cut, in input order
+        keys = region[below]
+        columns = {"key": keys, "code": codes[below], **{f"x{j}": X[below, j] for j in range(X.shape[1])}}
+        kernel = partial(grow_regions, scale=scale, values=S, constraint=constraint)
+        labels = backend.run(kernel, columns, Seeds(0, 0))  # Mondrian draws no randomness
+        groups = tree.groups
+        groups[below] = tree.leaves + numbered((labels >> _LEVEL_BITS) * len(tree.sizes) + keys, labels)
+        return groups
+
+
+def grow_regions(columns: Mapping[str, np.ndarray], seeds: Seeds, *, scale: np.ndarray, values: int,
+                 constraint: Constraint) -> np.ndarray:
+    """Mondrian's subtree of every region of one batch, as a kernel of ``core.partitioned``: ``columns`` ``key``
+    (the region), ``code`` (the sensitive code, below ``values``) and ``x0`` .. ``x<d-1>`` (the quasi-identifiers as
+    ``partition`` takes them; ``scale`` their widths, bound with ``functools.partial``). Returns per row its leaf's
+    level in the subtree shifted by ``_LEVEL_BITS``, or'ed with the leaf's id in the call (ids rise level by level,
+    each level in tree order): in one region, the labels sort as the leaves of the region grown alone. The ranks
+    are made again over the batch (order-preserving: the same cuts). Deterministic: ``seeds`` is not read.
+    Cost: ``_mondrian``'s on the batch."""
+    keys = columns["key"]
+    order = np.argsort(keys, kind="stable")  # each region's rows together: the nodes of the first level
+    X = np.column_stack([columns[f"x{j}"][order] for j in range(len(scale))])
+    sizes = np.unique(keys[order], return_counts=True)[1]
+    tree = _mondrian(X / scale, dense_ranks(X)[0], columns["code"][order], values, constraint, sizes=sizes)
+    labels = np.empty(len(keys), dtype=np.int64)
+    labels[order] = (tree.depth.astype(np.int64) << _LEVEL_BITS) | tree.groups
+    return labels
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """What ``_mondrian`` grew.
+
+    Attributes:
+        groups: per row, its leaf 0..leaves-1 (numbered level by level, each level in tree order); -1 for a row of
+            a node left unfinished.
+        depth: per row of a leaf, the level of its leaf (0: the first level grown).
+        leaves: how many leaves.
+        rows: the rows of the unfinished nodes, in tree order.
+        sizes: the rows of each unfinished node, in tree order.
+    """
+
+    groups: np.ndarray
+    depth: np.ndarray
+    leaves: int
+    rows: np.ndarray
+    sizes: np.ndarray
+
+
 @dataclass(frozen=True)
 class _Level:
     """The nodes of one level of the tree (``_mondrian``), each a contiguous segment of positions in tree order.
@@ -169,8 +248,14 @@ def _histograms(nodes: np.ndarray, codes: np.ndarray, count: int, S: int) -> np.
     return np.bincount(nodes * S + codes, minlength=count * S).reshape(count, S)
 
 
-def _mondrian(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, constraint: Constraint) -> np.ndarray:
-    """Leaf id per row of the Mondrian tree, built level by level (module docstring).
+def _mondrian(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, constraint: Constraint,
+              sizes: np.ndarray | None = None, regions: int = 0, region_rows: int = 0) -> _Tree:
+    """The Mondrian tree of the rows, built level by level (module docstring): its leaves and, when it stopped at a
+    cut, the nodes left unfinished.
+
+    ``sizes``: the rows of each node of the first level, consecutive in row order (default: one node of every
+    row). ``regions`` > 0: stop before a level of at least that many nodes or whose largest node is below
+    ``region_rows`` rows; its nodes are left unfinished.
 
     The rows of the active nodes of a level are kept in tree order, each node a contiguous segment (``sizes``
     in node order); their ranks and codes are carried in that order, so that the per-level reordering, which
@@ -182,15 +267,18 @@ def _mondrian(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, cons
     """
     n, d = Xn.shape
     R = int(ranks.max()) + 1
-    groups = np.empty(n, dtype=np.int64)
+    groups = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
     rows = np.arange(n)  # original row at each position
     level = np.zeros((d, R))  # level[j, r]: the normalised value of rank r of attribute j
     level[np.arange(d), ranks] = Xn
     rank_of = np.ascontiguousarray(ranks.T)  # (d, n) in tree order
     code_of = codes.copy()
-    sizes = np.array([n])
-    next_leaf = 0
+    sizes = np.array([n]) if sizes is None else np.asarray(sizes)
+    next_leaf = height = 0
     while len(sizes):
+        if regions and (len(sizes) >= regions or sizes.max() < region_rows):
+            break
         P = len(sizes)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         node_of_pos = np.repeat(np.arange(P), sizes)
@@ -213,13 +301,15 @@ def _mondrian(Xn: np.ndarray, ranks: np.ndarray, codes: np.ndarray, S: int, cons
         leaf = cut == 0
         leaf_pos = leaf[node_of_pos]
         groups[rows[leaf_pos]] = next_leaf + np.cumsum(leaf)[node_of_pos[leaf_pos]] - 1
+        depth[rows[leaf_pos]] = height
         next_leaf += int(leaf.sum())
+        height += 1
         keep = step[~leaf_pos]
         rows, code_of = rows.take(keep), code_of.take(keep)
         rank_of = np.stack([r.take(keep) for r in rank_of])
         split = ~leaf
         sizes = np.stack([cut[split], sizes[split] - cut[split]], axis=1).reshape(-1)
-    return groups
+    return _Tree(groups, depth, next_leaf, rows, sizes)
 
 
 def _try_cuts(level: _Level, pending: np.ndarray, dims: np.ndarray, constraint: Constraint, cut: np.ndarray,

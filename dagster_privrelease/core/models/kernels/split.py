@@ -1,12 +1,17 @@
 """The split phase of Xiao-Tao §4.3: balanced buckets halved recursively into QI groups of exactly s tuples, one
 of each value, each cut the least perimeter sum along some QI (or, with ``relative``, Li-Zhou eq. 4's score);
 ``normalised`` makes its input and ``number_groups`` numbers its groups as Table 3a does.
+
+A bucket's groups depend on its own rows only, never on the buckets split beside it (the ranks are order-preserving
+and every extent is read exactly, ``_running_extent``), so the buckets can be split in batches anywhere:
+``split_buckets`` is the split as a kernel of the partition seam (``core.partitioned``), one partition per bucket,
+its input the ranks of ``rank_codes`` as ``split_columns`` lays them out.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -14,9 +19,10 @@ from functools import partial
 import numpy as np
 
 from ...encoding import dense_ranks
+from ...partitioned import Seeds
 from ...spec import BoundSpec
 
-__all__ = ["normalised", "number_groups", "split"]
+__all__ = ["normalised", "number_groups", "rank_codes", "split", "split_buckets", "split_columns"]
 
 
 @dataclass(frozen=True)
@@ -24,17 +30,12 @@ class Ranks:
     """What every cut reads of the QI values, made once a split.
 
     Attributes:
-        dtype: the type of a tuple's per-QI rank codes (``_rank_codes``).
-        table: (d, K + 2) values by rank (``_rank_codes``; a counterfeit never counts in a minimum or a maximum).
-        lo: per QI, the value read for a column's minimum code; None for codes wider than 16 bits
-            (``_extreme_tables``).
-        hi: the same for a column's maximum code.
+        dtype: the type of a tuple's per-QI rank codes (``rank_codes``).
+        table: (d, K + 2) values by rank (``rank_codes``; a counterfeit never counts in a minimum or a maximum).
     """
 
     dtype: np.dtype
     table: np.ndarray
-    lo: np.ndarray | None
-    hi: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool
     the rows are kept in one permutation (by bucket, value, then that QI) where every bucket is an s x c block;
     the column extremes of all nodes with the same s are one reduction over an (s, columns) block, the prefix
     and suffix extents of every cut are segmented running max/min, and the halves are a stable partition of
-    every permutation. The reductions run on each tuple's dense ranks (``_rank_codes``: one byte per QI on
+    every permutation. The reductions run on each tuple's dense ranks (``rank_codes``: one byte per QI on
     Census-KDD), and every permutation carries its tuples' ranks in its own order, moved by the same stable
     partition (sequential writes) instead of gathered at random every level (a cache miss per tuple at 10M
     rows). The d permutations are independent within a step, so they run on a thread per core (numpy releases
@@ -122,9 +123,33 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool
     (Li-Zhou eq. 4, split_score = Σ |B_i|·Σ_j l_ij / I_j) instead of relative to the domain (§4.3, the default);
     a QI on which the node is flat counts 0.
     """
-    n, d = X.shape
-    codes, table = _rank_codes(X)
+    codes, table = rank_codes(X)
     del X  # the ranks are all the split reads (the caller passes X as an expression, so this frees it)
+    return split_ranked(codes, table, values, buckets, relative)
+
+
+def split_columns(codes: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
+    """``split_buckets``' input columns: ``value``, the sensitive code of each row, and ``rank0`` .. ``rank<d-1>``,
+    the columns of ``codes`` (``rank_codes``; views, no copy)."""
+    return {"value": values, **{f"rank{j}": codes[:, j] for j in range(codes.shape[1])}}
+
+
+def split_buckets(columns: Mapping[str, np.ndarray], seeds: Seeds, *, table: np.ndarray,
+                  relative: bool = False) -> np.ndarray:
+    """The split (§4.3) of the buckets of one batch, as a kernel of ``core.partitioned``: ``columns`` as
+    ``split_columns`` makes them plus ``key``, the bucket of each row; ``table`` (bind it with
+    ``functools.partial``) the values by rank of ``rank_codes`` over all the buckets. Returns a group label per
+    row; a bucket's labels depend on its rows alone (module docstring). Deterministic: ``seeds`` is not read.
+    Cost: one (rows, d) copy of the ranks, then ``split``'s."""
+    codes = np.column_stack([columns[f"rank{j}"] for j in range(table.shape[0])])
+    return split_ranked(codes, table, columns["value"], columns["key"], relative)
+
+
+def split_ranked(codes: np.ndarray, table: np.ndarray, values: np.ndarray, buckets: np.ndarray,
+                 relative: bool = False) -> np.ndarray:
+    """``split`` on the ranks of its ``X`` (``codes`` and ``table`` from ``rank_codes``): a group id 0..g-1 per
+    row."""
+    n, d = codes.shape
     index = np.int32 if n < 2**31 else np.int64  # positions: half the memory of int64 below 2^31 rows
     _, bucket = np.unique(buckets, return_inverse=True)
     bucket = bucket.reshape(-1)
@@ -146,12 +171,12 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool
     next_group = 0
     with ThreadPoolExecutor(max_workers=max(1, min(d, os.cpu_count() or 1))) as pool:
         # per QI, by bucket, value, then that QI's rank (a counterfeit's code 0 sorts first)
-        keys = run * (n + 1)
+        keys = run * table.shape[1]  # past every code (at most K, ``rank_codes``), wherever the ranks were made
         del run, bucket
         perms = list(pool.map(partial(_sorted_by, keys, codes, index), range(d)))
         del keys
         rows = list(pool.map(packed.__getitem__, perms))  # per permutation, its tuples' ranks in its order
-        ranks = Ranks(codes.dtype, table, *_extreme_tables(table, codes.dtype))
+        ranks = Ranks(codes.dtype, table)
         del packed, codes  # every permutation carries its own ranks from here on
         while len(node_c):
             level = Level.of(node_s, node_c)
@@ -177,7 +202,7 @@ def _sorted_by(keys: np.ndarray, codes: np.ndarray, index: type, i: int) -> np.n
     return np.argsort(keys + codes[:, i], kind="stable").astype(index)
 
 
-def _rank_codes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rank_codes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per QI the dense rank of every value, plus one, and 0 for a counterfeit (NaN), as an (n, d) array of the
     smallest unsigned type holding the largest code; and the (d, K + 2) table of each QI's values by rank (K the
     most values of a QI), read flat by ``_best_cuts``: a row's entries K and K + 1 are 2 and -1, what a column of
@@ -230,10 +255,8 @@ def _best_cuts(pool: Executor, rows: list[np.ndarray], ranks: Ranks, level: Leve
     best_cost = np.full(len(cnode), np.inf)
     best_attr = np.zeros(len(cnode), dtype=np.int64)
     d, K = table.shape[0], table.shape[1] - 2
-    flat, reversed_cnode = table.ravel(), (N - 1 - cnode)[::-1]
-
-    lo_table, hi_table = ranks.lo, ranks.hi
-    forward, backward = 8.0 * cnode, 8.0 * reversed_cnode  # ``_running_extent``'s node offsets, once a level
+    # ``_running_extent``'s node offsets, once a level: node i's rank indices shifted past every earlier node's
+    forward, backward = cnode * (K + 2), (N - 1 - cnode)[::-1] * (K + 2)
 
     def cost_of(ranks: np.ndarray) -> np.ndarray:
         """The perimeter sum of every cut along this permutation's QI."""
@@ -243,18 +266,17 @@ def _best_cuts(pool: Executor, rows: list[np.ndarray], ranks: Ranks, level: Leve
             block = gathered[at : at + s * cols].reshape(s, cols, d)
             np.minimum.reduce(block - 1, axis=0, out=cmin[c0 : c0 + cols])
             np.maximum.reduce(block, axis=0, out=cmax[c0 : c0 + cols])
-        # per QI (one row of extents at a time: the temporaries are one float per column, not d), the lowest and
-        # highest value of every column (a column of counterfeits only: 2 and -1), then the extents of every
-        # prefix and suffix of columns, summed over the QIs in QI order (as a sum over axis 0 adds its rows)
+        # per QI (one row of extents at a time: the temporaries are one number per column, not d), the index in
+        # ``table[j]`` of the lowest and the highest value of every column (a column of counterfeits only: K and
+        # -1, which read 2 and -1), then the extents of every prefix and suffix of columns, summed over the QIs in
+        # QI order (as a sum over axis 0 adds its rows)
         prefix, suffix = np.zeros(len(cnode)), np.zeros(len(cnode))
         for j in range(d):
-            if lo_table is not None and hi_table is not None:
-                low, high = lo_table[j].take(cmin[:, j]), hi_table[j].take(cmax[:, j])
-            else:
-                low = flat[np.minimum(cmin[:, j], K).astype(np.intp) + j * (K + 2)]
-                high = flat[cmax[:, j].astype(np.intp) - 1 + j * (K + 2)]
-            ahead = _running_extent(low, high, forward)
-            behind = _running_extent(low[::-1], high[::-1], backward)[::-1]
+            low = np.minimum(cmin[:, j], K).astype(np.int64)
+            high = cmax[:, j].astype(np.int64)
+            high -= 1
+            ahead = _running_extent(table[j], low, high, forward)
+            behind = _running_extent(table[j], low[::-1], high[::-1], backward)[::-1]
             if relative:  # the node's extent on this QI is the prefix extent at its last column
                 full = ahead[col_start + node_c - 1][cnode]
                 full = np.where(full > 0, full, np.inf)
@@ -277,39 +299,28 @@ def _best_cuts(pool: Executor, rows: list[np.ndarray], ranks: Ranks, level: Leve
     return Cuts(best_attr[first_hit], kcol[first_hit], col)
 
 
-def _running_extent(cmin: np.ndarray, cmax: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """Extent of columns 0..k of each node, at column k (segmented running max/min of one QI's column extremes).
+def _running_extent(values: np.ndarray, low: np.ndarray, high: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """Extent of columns 0..k of each node, at column k (segmented running min/max of one QI's column extremes).
 
-    ``cmin``/``cmax``: (columns,). Column extremes lie in [-1, 2] (a column of counterfeits only: max -1 < min 2,
-    a negative extent clipped to 0); ``offset`` is 8.0 times each column's node index (``_best_cuts`` computes it
-    once a level), which makes every node's values exceed all earlier nodes', so one running maximum restarts at
-    every node. Two running maxima (``np.maximum.accumulate``, sequential, the split's dominant cost) and six
-    element-wise operations, the temporaries reused in place: O(columns)."""
-    high = cmax + offset
-    np.maximum.accumulate(high, out=high)
-    high -= offset
-    low = offset - cmin
-    np.maximum.accumulate(low, out=low)
-    np.subtract(offset, low, out=low)
-    high -= low
-    return np.maximum(high, 0.0, out=high)
-
-
-def _extreme_tables(table: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Per QI, the value ``_best_cuts`` reads for a column's extreme codes, indexed by the code itself: ``lo[j, x]``
-    is ``table[j, min(x, K)]`` (x the minimum of ``code - 1``; a column of counterfeits only wraps to the type's
-    maximum and reads 2) and ``hi[j, x]`` is ``table[j, x - 1]`` (x the maximum code; 0, a column of counterfeits
-    only, reads -1). The same entries as the flat look-up ``_rank_codes`` describes, in one gather per column
-    instead of three index operations and a gather. (None, None) for codes wider than 16 bits (the tables would
-    have 2^32 entries per QI). ``table``: (d, K + 2) from ``_rank_codes``. O(d 2^bits)."""
-    if np.dtype(dtype).itemsize > 2:
-        return None, None
-    K = table.shape[1] - 2
-    codes = np.arange(int(np.iinfo(dtype).max) + 1)
-    lo = table[:, np.minimum(codes, K)]
-    hi = table[:, np.clip(codes - 1, 0, K + 1)]
-    hi[:, 0] = -1.0
-    return lo, hi
+    ``values``: the QI's values by rank index (a row of ``rank_codes``' table: index K reads 2 and -1 reads -1,
+    what a column of counterfeits only has as its minimum and maximum; a negative extent is clipped to 0).
+    ``low``/``high``: (columns,) int64 index of each column's lowest and highest value. ``offset``: each column's
+    node index times K + 2 (``_best_cuts`` computes it once a level), which lifts every node's indices above all
+    earlier nodes', so one running maximum restarts at every node. The running extremes are taken on the integer
+    indices, exactly, and the values read after: a node's extents are the same floats wherever it sits in the
+    level (float offsets would round a value by the ulp of its node's offset, so a bucket's cuts could depend on
+    the buckets split beside it, which ``core.partitioned`` forbids). Two running maxima (``np.maximum.accumulate``,
+    sequential, the split's dominant cost), two gathers from the K + 2 values and a few element-wise operations:
+    O(columns)."""
+    top = high + offset
+    np.maximum.accumulate(top, out=top)
+    top -= offset
+    bottom = offset - low
+    np.maximum.accumulate(bottom, out=bottom)
+    np.subtract(offset, bottom, out=bottom)
+    extent = values.take(top)
+    extent -= values.take(bottom)
+    return np.maximum(extent, 0.0, out=extent)
 
 
 def _cut(pool: Executor, perms: list[np.ndarray], rows: list[np.ndarray], level: Level, cuts: Cuts,
@@ -365,7 +376,9 @@ def _in_place(pool: Executor, step: Callable[[np.ndarray, np.ndarray], tuple[np.
 
 
 def number_groups(X: np.ndarray, groups: np.ndarray, fake_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Renumber groups 1..g in lexicographic order of their lower corners (genuine tuples; Table 3a's ids).
+    """Renumber groups 1..g in lexicographic order of their lower corners (genuine tuples; Table 3a's ids), groups
+    with the same corner in the order of their first row: the ids depend on the grouping only, not on how
+    ``groups`` numbered it (whichever backend split the buckets, ``core.partitioned``).
 
     ``groups``: a group 0..g-1 per row of ``X`` (every group holds a row), ``fake_groups``: per counterfeit.
     One stable sort of the groups, then each QI's group minima one column at a time (no copy of ``X``):
@@ -377,5 +390,5 @@ def number_groups(X: np.ndarray, groups: np.ndarray, fake_groups: np.ndarray) ->
     for i in range(X.shape[1]):
         corner[:, i] = np.minimum.reduceat(X[order, i], starts)
     rank = np.empty(g, dtype=np.int64)
-    rank[np.lexsort(corner.T[::-1])] = np.arange(1, g + 1)
+    rank[np.lexsort((order[starts], *corner.T[::-1]))] = np.arange(1, g + 1)  # the last key sorts first
     return rank[groups], rank[fake_groups]

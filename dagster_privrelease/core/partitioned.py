@@ -1,0 +1,208 @@
+"""The partition seam (issue #26 item 4): apply a kernel to every partition of a table's codes, wherever it runs.
+
+Work that runs bucket by bucket (m-invariance's split of a balanced bucket, Xiao-Tao §4.3; Mondrian below a cut of
+its tree) is written as a ``Kernel``: a top-level function given the rows of one or more whole partitions as 1-D
+numpy columns (``"key"``, int64, the partition of each row, among them) and returning one int64 label per row. A
+group is (key, label): labels need only be distinct within a partition. A ``Backend`` decides how to batch whole
+partitions into kernel calls and where to run them: ``LocalBackend`` on a pool of threads of this process (numpy
+releases the GIL), the Spark backend (``dagster_privrelease.spark``) on a cluster. ``apply`` numbers the groups
+0..G-1 in order of (key, label), so its result does not depend on the backend or on its batching.
+
+Randomness: a kernel that draws draws from ``seeds.rng(key)`` per partition, ``default_rng([seed, release, key])``,
+so a partition's draws do not depend on which partitions share its call nor on which machine runs it. The kernels of
+this package (the split, Mondrian) are deterministic and ignore their seeds.
+
+Which backend runs: ``current()``, set for a block by ``using(backend)`` (the pipeline wraps a model's ``publish``
+in it), else a ``LocalBackend`` of ``PRIVRELEASE_WORKERS`` threads (default: the machine's cores).
+
+Pure: numpy only, no Dagster, no DuckDB, no pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import Context, ContextVar, copy_context
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = ["Backend", "Kernel", "LocalBackend", "Seeds", "apply", "current", "numbered", "parallelism", "using"]
+
+#: The environment variable holding the local backend's number of threads.
+WORKERS = "PRIVRELEASE_WORKERS"
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """The randomness of one release: every partition's generator derives from (seed, release, partition key).
+
+    Attributes:
+        seed: the spec's seed.
+        release: the release id.
+    """
+
+    seed: int
+    release: int
+
+    def rng(self, key: int) -> np.random.Generator:
+        """``np.random.default_rng([seed, release, key])``: a partition's randomness, whoever runs it. O(1)."""
+        return np.random.default_rng([self.seed, self.release, int(key)])
+
+
+#: A kernel: the rows of one or more whole partitions (1-D columns, ``"key"`` among them, each partition's rows in
+#: their input order) and the release's seeds in; one int64 label per row out, distinct within a partition. A
+#: picklable top-level function (parameters bound with ``functools.partial``) whose labels for a partition do not
+#: depend on the other partitions of the call.
+Kernel = Callable[[Mapping[str, np.ndarray], Seeds], np.ndarray]
+
+
+class Backend(Protocol):
+    """Where the kernels run.
+
+    Attributes:
+        name: what the UI and the run log call it (``"local"``, ``"spark"``).
+    """
+
+    name: str
+
+    def run(self, kernel: Kernel, columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
+        """The kernel's labels for every row of ``columns`` (input row order), the backend choosing how to batch
+        whole partitions (rows of equal ``columns["key"]``) into calls and where to run them."""
+        ...
+
+
+def apply(kernel: Kernel, keys: np.ndarray, columns: Mapping[str, np.ndarray], seeds: Seeds,
+          backend: Backend | None = None) -> np.ndarray:
+    """Global group ids 0..G-1 of ``kernel`` run on every partition of ``columns``, numbered in order of (key, label).
+
+    Args:
+        kernel: what runs on each partition (``Kernel``).
+        keys: (n,) the partition of every row (integers).
+        columns: 1-D arrays of n rows each, the kernel's input (``"key"`` is added from ``keys``).
+        seeds: the release's randomness (``Seeds``).
+        backend: where it runs; None: ``current()``.
+
+    Returns:
+        (n,) int64 group ids, independent of the backend and of how it batched the partitions.
+
+    Cost: the backend's run plus one sort of the n (key, label) pairs.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    runner = current() if backend is None else backend
+    labels = np.asarray(runner.run(kernel, {**columns, "key": keys}, seeds), dtype=np.int64)
+    if labels.shape != keys.shape:
+        raise ValueError(f"backend {runner.name!r} returned {labels.shape} labels for {len(keys)} rows")
+    return numbered(keys, labels)
+
+
+def numbered(keys: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Ids 0..G-1 of the distinct (key, label) pairs, in their lexicographic order. One lexsort: O(n log n)."""
+    order = np.lexsort((labels, keys))
+    k, lab = keys[order], labels[order]
+    new = np.empty(len(order), dtype=bool)
+    new[:1] = True
+    np.not_equal(k[1:], k[:-1], out=new[1:])
+    new[1:] |= lab[1:] != lab[:-1]
+    ids = np.empty(len(order), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
+class LocalBackend:
+    """Kernels on a pool of threads of this process: whole partitions batched into about ``workers`` calls of
+    similar row counts (numpy releases the GIL while a kernel sorts and reduces); ``workers=1`` runs the kernel
+    inline, once, on all the rows.
+
+    Attributes:
+        name: ``"local"``.
+        workers: the threads (and calls) a run uses at most.
+    """
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        """``workers``: the threads; None: ``PRIVRELEASE_WORKERS``, else the machine's cores. Raises SpecError, naming
+        the variable, when it is not a positive integer."""
+        self.workers = _workers_from_environment() if workers is None else workers
+        if self.workers < 1:
+            raise SpecError(f"workers: expected a positive integer, got {self.workers}")
+
+    def __repr__(self) -> str:
+        return f"LocalBackend(workers={self.workers})"
+
+    def run(self, kernel: Kernel, columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
+        """The kernel's labels for every row (``Backend.run``). Inline when one worker or one partition; else the
+        rows grouped by key (a stable sort: each partition keeps its input order), cut at partition boundaries
+        into ``workers`` batches of about n / workers rows, each batch's columns gathered (a copy) and run on a
+        thread. Memory: one copy of the columns beside the input."""
+        keys = columns["key"]
+        if self.workers == 1 or len(keys) == 0 or keys.min() == keys.max():
+            return kernel(columns, seeds)
+        order = np.argsort(keys, kind="stable")
+        batches = np.split(order, _cuts(keys[order], self.workers))
+        labels = np.empty(len(keys), dtype=np.int64)
+
+        def call(rows: np.ndarray, context: Context) -> None:
+            labels[rows] = context.run(kernel, {name: column[rows] for name, column in columns.items()}, seeds)
+
+        # each call runs in a copy of the caller's context (``references()``, ``using``), made on this thread
+        with ThreadPoolExecutor(max_workers=len(batches)) as pool:
+            list(pool.map(call, batches, [copy_context() for _ in batches]))
+        return labels
+
+
+def _cuts(sorted_keys: np.ndarray, batches: int) -> np.ndarray:
+    """Positions cutting ``sorted_keys`` into at most ``batches`` runs of whole keys, each about n / batches long:
+    every ideal cut i·n/batches moved to the next partition boundary. O(n)."""
+    n = len(sorted_keys)
+    boundaries = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
+    ideal = np.arange(1, batches) * n // batches
+    at = boundaries[np.minimum(np.searchsorted(boundaries, ideal), len(boundaries) - 1)]
+    return np.unique(at)
+
+
+def _workers_from_environment() -> int:
+    """``PRIVRELEASE_WORKERS`` as a positive integer, else the machine's cores; SpecError naming it when unreadable."""
+    raw = os.environ.get(WORKERS)
+    if raw is None or not raw.strip():
+        return os.cpu_count() or 1
+    try:
+        workers = int(raw)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise SpecError(f"{WORKERS}: expected a positive integer (the local backend's threads), got {raw!r}")
+    return workers
+
+
+def parallelism(backend: Backend) -> int:
+    """How many kernel calls ``backend`` runs at once: its ``workers`` attribute when it has one, else 1. Callers
+    size their partitions with it (Mondrian cuts its tree into about 4 x this many regions)."""
+    workers = getattr(backend, "workers", 1)
+    return workers if isinstance(workers, int) and workers > 0 else 1
+
+
+#: The backend set by ``using`` for this context, None when none is.
+_BACKEND: ContextVar[Backend | None] = ContextVar("privrelease_backend", default=None)
+
+
+@contextmanager
+def using(backend: Backend) -> Iterator[None]:
+    """Inside the block ``current()`` is ``backend``. O(1)."""
+    token = _BACKEND.set(backend)
+    try:
+        yield
+    finally:
+        _BACKEND.reset(token)
+
+
+def current() -> Backend:
+    """The backend set by the innermost ``using``, else a ``LocalBackend()`` (``PRIVRELEASE_WORKERS`` threads)."""
+    backend = _BACKEND.get()
+    return LocalBackend() if backend is None else backend
