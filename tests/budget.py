@@ -24,4 +24,4 @@ def examples(full: int) -> int:
     """The examples a property test runs in the active profile: ``full`` scaled as the profile scales
     Hypothesis's default count (``full`` itself in ``full``, a quarter in ``quick``), never fewer than 5 nor more
     than ``full``. Read at import, so the profile must be loaded before the test modules are (conftest does)."""
-    return min(full, max(5, round(full * settings.default.max_examples / FULL_COUNT)))
+    return min(full, max(5, round(full * settings().max_examples / FULL_COUNT)))
