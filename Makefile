@@ -34,12 +34,15 @@ screenshots: $(STAMP)
 
 # In parallel (pytest-xdist): a worker per logical core, each test handed to the next free worker (a module's tests
 # may run on several workers: each test keeps to its own tmp_path and monkeypatch). `make test WORKERS=0`: serially.
+# The 15 slowest tests are listed at the end. Property tests run a quarter of their examples (tests/budget.py).
 WORKERS ?= logical
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --durations=15
 
+# The minutes-long runs left out of `make test` (marked slow), then every property test with all its examples.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
+	HYPOTHESIS_PROFILE=full $(BIN)/python -m pytest -n $(WORKERS) --dist worksteal -m hypothesis
 
 # Rewrites docs/benchmarks/bench_<name>.md, the Benchmarks page's sections, from the figures it prints.
 bench: $(STAMP)

@@ -41,5 +41,8 @@ def census_kdd() -> pd.DataFrame:
     return _load(datasets.load_census_kdd, workers_only=True)
 
 
+# the Hypothesis profiles (tests/budget.py), registered and loaded before pytest reads --hypothesis-profile
+from . import budget  # noqa: E402, F401
+
 # the session's PostgreSQL server (tests/pg_server.py): a fixture module, imported so every test can take it
 from .pg_server import pg_schema, postgres_server  # noqa: E402, F401

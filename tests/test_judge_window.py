@@ -20,6 +20,7 @@ from dagster_privrelease.core.judge.history import rows_of
 from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.storage import ReleaseStore
+from tests.budget import examples
 from tests.core.judge.test_fast_judge import assert_same_report
 from tests.storage.conftest import SPEC
 
@@ -145,7 +146,7 @@ def test_people_who_come_back_are_judged_like_the_complete_history(tmp_path, mod
     assert any(given > 0 for given, _ in cut), "somebody came back"
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.integers(1, 4), max_size=30), st.integers(0, 5), st.booleans())
 def test_rows_of_one_release_is_the_masked_copy(ids, release_id, shuffled_index):
     """``History.release`` / ``History.snapshot`` (``rows_of``, one copy of the rows, issue #12) give the frame

@@ -18,6 +18,7 @@ from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.spec import parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SnapshotError, SpecError, StoreError
 from dagster_privrelease.storage import ReleaseStore, frame_digest
+from tests.budget import examples
 from tests.storage.conftest import SPEC
 
 DISEASES = ("flu", "hiv", "gastritis", "bronchitis")
@@ -334,7 +335,7 @@ def staged(tmp_path_factory) -> Iterator[ReleaseStore]:
         yield s
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.one_of(st.just(list(range(20))), st.lists(st.integers(0, 24), min_size=1, max_size=24, unique=True)),
        st.sampled_from(["none", "age", "sex", "visits", "disease", "age as float", "pid as float"]),
        st.integers(0, 2**32 - 1))

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core import encoding
+from tests.budget import examples
 from tests.fixtures import xiao_tao
 
 
@@ -39,7 +40,7 @@ def test_sensitive_codes_and_encode_on_the_paper_table():
             assert [spec.taxonomy(name).leaves[int(r)] for r in X[:, j]] == snapshot[name].astype(str).tolist()
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.integers(-50, 10_000), max_size=200))
 def test_unique_keys_and_dense_unique_are_numpys_unique(keys):
     keys = np.array(keys, dtype=np.int64)
@@ -72,7 +73,7 @@ def test_unique_rows_counts_distinct_rows():
     assert inverse.tolist() == [2, 1, 2, 1, 0] and counts.tolist() == [1, 2, 2]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.booleans())
 def test_rank_keys_order_rows_as_a_lexicographic_sort(seed, wide):
     """Equal keys for equal rows, and keys in the order of the rows' lexicographic sort (what ``frame_digest``

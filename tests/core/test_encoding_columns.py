@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core import encoding
+from tests.budget import examples
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.integers(0, 30), st.lists(st.integers(1, 2**40), min_size=1, max_size=5), st.integers(0, 2**31))
 def test_rank_keys_folded_a_column_at_a_time_are_those_of_the_matrix(n, sizes, seed):
     rng = np.random.default_rng(seed)

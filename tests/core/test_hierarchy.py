@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dagster_privrelease.core.hierarchy import Taxonomy, interval_labels, widen
 from dagster_privrelease.errors import SpecError
+from tests.budget import examples
 from tests.fixtures import xiao_tao
 
 MARITAL = {
@@ -174,7 +175,7 @@ def taxonomy_and_ranges(draw):
     return tax, lo, hi
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(taxonomy_and_ranges())
 def test_closure_is_the_smallest_node_containing_the_range(case):
     tax, lo, hi = case
@@ -183,7 +184,7 @@ def test_closure_is_the_smallest_node_containing_the_range(case):
     assert got.tolist() == [brute_lca(tax, a, b) for a, b in zip(lo, hi, strict=True)]
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100), deadline=None, derandomize=True)
 @given(_shapes)
 def test_to_mapping_round_trips_any_tree(shape):
     tree = _tree(shape)

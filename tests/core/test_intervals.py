@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dagster_privrelease.core import intervals
 from dagster_privrelease.core.grouping import pack_bits, unpack_bits
+from tests.budget import examples
 
 
 @pytest.mark.parametrize(("seed", "block"), [(0, 4_000_000), (1, 4_000_000), (2, 37)])
@@ -102,7 +103,7 @@ def random_boxes(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     return points, lo, hi, flags
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(st.integers(0, 2**32 - 1), KNOBS)
 def test_contained_union_is_the_or_over_containing_boxes(seed, knobs):
     points, lo, hi, flags = random_boxes(seed)
@@ -118,7 +119,7 @@ def test_contained_union_is_the_or_over_containing_boxes(seed, knobs):
     assert all((inverse[i] == inverse[j]) == (key[i] == key[j]) for i in range(len(key)) for j in range(i))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 2**32 - 1), KNOBS)
 def test_the_passes_sweep_every_box_and_bit_once(seed, knobs):
     """The exactness of the passes: each (box, bit) held is swept in exactly one pass."""

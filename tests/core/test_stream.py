@@ -19,6 +19,7 @@ from dagster_privrelease.core.stream import (
     stream,
     within_sets,
 )
+from tests.budget import examples
 
 
 def table(n: int, start: int = 0) -> pd.DataFrame:
@@ -190,7 +191,7 @@ RULES = {"education": (not_lower(LEVELS), LEVELS), "marital": (never_back(MARITA
          "sensitive": (within_sets(PARTITION), sorted(PARTITION))}
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(name=st.sampled_from(sorted(RULES)), picks=st.lists(st.integers(0, 5), min_size=1, max_size=40),
        seed=st.integers(0, 2**32 - 1))
 def test_update_rules_only_make_legal_updates(name, picks, seed):

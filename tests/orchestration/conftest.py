@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -69,10 +70,22 @@ NO_COMPUTE_LOGS = {
 }
 
 
+@pytest.fixture(scope="session")
+def empty_instance(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of an empty ``instance`` (its dagster.yaml, run and schedule databases), made once per test
+    process: a copy of it opens in 0.2 s of CPU where making the databases costs 0.8 s."""
+    folder = tmp_path_factory.mktemp("empty_instance")
+    with dg.instance_for_test(overrides=NO_COMPUTE_LOGS, temp_dir=str(folder)):
+        pass
+    return folder
+
+
 @pytest.fixture
-def instance():
-    """A persistent Dagster instance of the test's own (sensor ticks need one), without compute-log capture."""
-    with dg.instance_for_test(overrides=NO_COMPUTE_LOGS) as inst:
+def instance(tmp_path: Path, empty_instance: Path) -> Iterator[dg.DagsterInstance]:
+    """A persistent Dagster instance of the test's own (sensor ticks need one), without compute-log capture: a copy
+    of ``empty_instance`` in ``tmp_path/dagster_instance``."""
+    folder = shutil.copytree(empty_instance, tmp_path / "dagster_instance")
+    with dg.instance_for_test(overrides=NO_COMPUTE_LOGS, temp_dir=str(folder)) as inst:
         yield inst
 
 

@@ -93,7 +93,7 @@ def test_backfill_of_five_partitions_equals_five_sequential_releases(tmp_path, s
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), [r.status for r in runs]
         assert instance.get_backfill("releases").status == BulkActionStatus.COMPLETED_SUCCESS
     spec = load_spec(spec_path)
-    with dg.instance_for_test() as other:
+    with dg.DagsterInstance.ephemeral() as other:  # in memory: only the published tables are compared
         for position in range(1, 6):
             run_release(spec_path, tmp_path / "sequential.duckdb", source.read(spec, position), instance=other)
     assert len(_published(tmp_path / "backfill.duckdb")) == 5

@@ -16,6 +16,7 @@ from dagster_privrelease.orchestration.expectations import (
     screen_suite,
     validate_release,
 )
+from tests.budget import examples
 
 SNAPSHOT = pd.DataFrame({"id": [1, 2, 3, 4], "age": [20.0, 21.0, 30.0, 34.0], "sex": ["F", "M", "F", "F"],
                          "visits": [1, 2, 3, 4], "disease": ["flu", "gastritis", "flu", "gastritis"]})
@@ -250,7 +251,7 @@ def test_every_change_of_one_cell_or_column_gets_release_suites_report():
         assert _same_report(table, SPEC) == _screen_passes(table, SPEC), (change, value)
 
 
-@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(table=_mutated(), narrow=st.booleans())
 def test_the_report_is_release_suites_report(table, narrow):
     """On releases changed in several cells at once, ``validate_release``'s report is ``release_suite``'s."""

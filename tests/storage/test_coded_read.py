@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dagster_privrelease.core import encoding, grouping
 from dagster_privrelease.storage import read
+from tests.budget import examples
 
 WORDS = ["", "a", "b", "B", "flu", "hiv", "None", "nan", "é"]
 
@@ -34,7 +35,7 @@ def _store(published: list[tuple], candidate: list[tuple]) -> duckdb.DuckDBPyCon
     return con
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows, rows, st.integers(1, 7))
 def test_the_coded_read_holds_the_plain_reads_values(published, candidate, batch):
     candidate = [(4, *r[1:]) for r in candidate]
@@ -68,7 +69,7 @@ def test_state_tables_are_read_as_plain_text():
     assert frame["label"].dtype == object and frame["label"].tolist() == ["x"]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(text_cells, max_size=60), st.lists(st.sampled_from(WORDS), max_size=5, unique=True))
 def test_codes_of_a_categorical_are_those_of_its_text(cells, domain):
     text = pd.Series(cells, dtype=object)

@@ -16,6 +16,7 @@ from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.storage import ReleaseStore
 from dagster_privrelease.storage.read import memo_frame
 from dagster_privrelease.storage.write import memo_blob
+from tests.budget import examples
 
 from .conftest import SPEC, publish, snapshot
 
@@ -46,7 +47,7 @@ def _random_memo(rng: np.random.Generator) -> pd.DataFrame:
     return frame[keep]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_memo_blobs_give_back_the_frame_and_what_parquet_gave_back(seed):
     """The frame comes back as it went in (values, dtypes, column order; a RangeIndex), and as the Parquet blobs

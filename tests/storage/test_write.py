@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dagster_privrelease.errors import SnapshotError, StoreError
 from dagster_privrelease.storage import frame_digest, write
+from tests.budget import examples
 
 from .conftest import candidate, publish, published_rows, snapshot
 
@@ -192,7 +193,7 @@ def _random_frame(rng: np.random.Generator) -> pd.DataFrame:
     return frame[keep].iloc[rng.permutation(n)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_frame_digest_is_the_digest_of_the_sorted_canonical_frame(seed):
     """The rank-and-hash digest gives the digests of the definition (so the digests kept in ``private.digest``

@@ -19,12 +19,13 @@ from benchmarks.bench_judge import history_of
 from dagster_privrelease.core.judge import attacks
 from dagster_privrelease.core.judge.history import Bound, History, IncompleteHistory, Report
 from dagster_privrelease.core.release import build_release
+from tests.budget import examples
 
 from .test_fast_judge import SEEDS, VALUES, assert_same_report, random_spec
 from .windows import complete, parquet, window
 
 #: Hypothesis, derandomised (the same examples every run) and sized to keep this file fast.
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(25), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 CORRESPONDENCE = {"forward": attacks.forward_attack, "cross": attacks.cross_attack,
                   "backward": attacks.backward_attack}

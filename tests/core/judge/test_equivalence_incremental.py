@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from dagster_privrelease.core.judge import attacks
 from dagster_privrelease.core.judge.attacks.equivalence import LIVE, RETIRED
 from dagster_privrelease.core.judge.history import Bound, History
+from tests.budget import examples
 
 from .test_correspondence_incremental import SETTINGS, complete, release_by_release, stream_history
 from .test_fast_judge import SEEDS, assert_same_report, naive_candidate_sets, random_history
@@ -137,7 +138,7 @@ def upto(case: History, last: int) -> History:
     return History(case.spec, cut(case.releases), cut(case.counterfeits), cut(case.snapshots), cut(case.hosting))
 
 
-@settings(SETTINGS, max_examples=10)
+@settings(SETTINGS, max_examples=examples(10))
 @given(SEEDS)
 def test_the_memo_keeps_live_the_classes_that_can_still_pair(seed):
     """Release by release through the window: the memo's live rows are the whole classes with a member in the

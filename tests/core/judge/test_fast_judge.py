@@ -21,10 +21,11 @@ from dagster_privrelease.core.judge import attacks
 from dagster_privrelease.core.judge.history import Bound, History
 from dagster_privrelease.core.release import build_release
 from dagster_privrelease.core.spec import Spec, parse_spec
+from tests.budget import examples
 
 VALUES = ("v0", "v1", "v2", "v3", "v4")
 SEEDS = st.integers(0, 2**32 - 1)
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def random_spec(model: dict | None = None) -> Spec:

@@ -26,10 +26,11 @@ from dagster_privrelease.core.judge.attacks import intersection, sug
 from dagster_privrelease.core.judge.attacks.intersection import has_value
 from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.core.judge.verifiers import li_zhou, single, xiao_tao
+from tests.budget import examples
 
 from .test_fast_judge import random_history
 
-FAST = settings(max_examples=60, deadline=None)
+FAST = settings(max_examples=examples(60), deadline=None)
 
 
 def random_relation(rng: np.random.Generator, S: int) -> np.ndarray:
@@ -132,7 +133,7 @@ def test_group_extremes_are_the_group_by_min_and_max(seed, n, groups):
 # -- the verifiers' release parts ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 10_000), shuffled=st.booleans())
 def test_release_parts_are_the_same_frames_sliced_or_copied(seed, shuffled):
     history = random_history(seed)

@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 from dagster_privrelease.core.judge.attacks import intersection, sug
 from dagster_privrelease.core.judge.history import Bound, History, IncompleteHistory
 from dagster_privrelease.core.judge.verifiers import li_zhou
+from tests.budget import examples
 
 from .test_fast_judge import SEEDS, VALUES, assert_same_report, naive_candidate_sets, random_history
 from .windows import complete, parquet, through_windows, window
 
 #: Fewer examples than the other judge tests: each example judges every release twice (window and complete).
-PROPERTY = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def random_update_sets(seed: int) -> dict[str, list[str]]:

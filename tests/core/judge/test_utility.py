@@ -14,6 +14,7 @@ from dagster_privrelease.core.encoding import encode, sensitive_codes
 from dagster_privrelease.core.grouping import qi_classes
 from dagster_privrelease.core.judge import utility
 from dagster_privrelease.core.spec import parse_spec
+from tests.budget import examples
 from tests.fixtures import xiao_tao
 
 from .test_fast_judge import random_history
@@ -137,7 +138,7 @@ def test_summarise_reports_the_manifest_figures():
     assert math.isnan(utility.summarise(xiao_tao.table_3a(), xiao_tao.table_3b(), spec)["query_error"])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([0.1, 0.5, 0.9]))
 def test_query_actual_counts_the_tuples_inside_every_range(seed, theta):
     """``query_actual`` (distinct points with their multiplicity) against a loop over tuples and ranges."""
@@ -151,7 +152,7 @@ def test_query_actual_counts_the_tuples_inside_every_range(seed, theta):
     assert utility.query_actual(snap, spec, lo, hi, names).tolist() == expected
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([0.1, 0.5, 0.9]))
 def test_query_estimate_follows_xiao_tao_5_2(seed, theta):
     """``query_estimate`` against a loop over groups and queries written from Xiao-Tao §5.2: the sum over groups of
@@ -213,7 +214,7 @@ def _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names):
     return ((size - c3) * c1 * c2).sum(axis=1)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([0.1, 0.5, 0.9]))
 def test_query_estimate_gives_exactly_the_figures_of_the_direct_product(seed, theta):
     """Same figures, bit for bit, as the (queries, groups, attributes) product: query_error's median does not move."""
@@ -227,7 +228,7 @@ def test_query_estimate_gives_exactly_the_figures_of_the_direct_product(seed, th
     assert np.array_equal(got, _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([0, utility._BITSET_BUDGET]))
 def test_count_inside_counts_rows_inside_every_range_with_nan_and_ties(seed, budget):
     """The rank look-up of ``query_actual``, by bitsets (the default budget) and byte by byte (budget 0), against

@@ -27,6 +27,7 @@ from dagster_privrelease.core.judge.verifiers.wang_fung import join_statistics, 
 from dagster_privrelease.core.judge.verifiers.xiao_tao import counterfeit_accounting, generalisation, m_invariance
 from dagster_privrelease.core.spec import Model
 from dagster_privrelease.errors import SpecError
+from tests.budget import examples
 from tests.fixtures import li_zhou, shmueli_tassa, wang_fung, xiao_tao
 
 # -- Xiao-Tao: m-invariance, counterfeits, generalisation -----------------------------------------------------------
@@ -214,7 +215,7 @@ def brute_force_not_unique(history: History, m: int) -> set[tuple[int, int]]:
     return bad
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(small_histories())
 def test_m_invariance_agrees_with_brute_force(history):
     unique, invariant = m_invariance(history, m=2)

@@ -22,15 +22,16 @@ from dagster_privrelease.core.models import m_invariance as model
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec
 from dagster_privrelease.errors import NotPublishable
+from tests.budget import examples
 
 from .test_fast_judge import SEEDS, VALUES, assert_same_report, random_history, random_spec
 from .windows import parquet, window
 
 M = 2
 #: Fewer examples than ``test_fast_judge``'s: each runs several verifiers, release by release.
-PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: Windowed against complete runs every verifier release by release (``test_window`` runs more examples).
-WINDOWED = settings(PROPERTY, max_examples=12)
+WINDOWED = settings(PROPERTY, max_examples=examples(12))
 
 # -- random histories: made m-invariant by the model, then (sometimes) broken ---------------------------------------
 

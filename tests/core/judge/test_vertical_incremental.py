@@ -30,6 +30,7 @@ from dagster_privrelease.core.judge.verifiers.shmueli_tassa import admits_world
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec, parse_spec, validate_snapshot
 from dagster_privrelease.pipeline import model_spec
+from tests.budget import examples
 
 from .test_fast_judge import assert_same_report
 from .windows import complete, through_windows, window
@@ -37,7 +38,7 @@ from .windows import complete, through_windows, window
 VALUES = ("v0", "v1", "v2")
 QIS = ("a", "b", "c")
 SEEDS = st.integers(0, 2**32 - 1)
-PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODEL = models.descriptor("sequential_l_diversity")
 
 
@@ -239,7 +240,7 @@ def naive_possible_values(history: History) -> dict:
     return possible
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SEEDS, st.integers(2, 3))
 def test_possible_world_attack_is_sound_against_the_brute_force_over_worlds(seed, releases):
     history = random_vertical_history(seed, people=5, releases=releases, leave=False)
@@ -324,7 +325,7 @@ def model_history(seed: int, releases: int = 5, l: int = 2) -> History:  # noqa:
                    states={"possible_worlds": pd.concat(worlds_by, ignore_index=True)})
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(5), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SEEDS, st.integers(2, 3))
 def test_the_models_verifiers_and_attacks_through_the_window_equal_the_complete_history(seed, l):  # noqa: E741
     history = model_history(seed, l=l)

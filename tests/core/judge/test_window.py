@@ -10,12 +10,13 @@ from hypothesis import given, settings
 
 from dagster_privrelease.core.judge import attack_registry, run
 from dagster_privrelease.core.judge.history import IncompleteHistory
+from tests.budget import examples
 
 from .test_fast_judge import PROPERTY, SEEDS, VALUES, assert_same_report, random_history
 from .windows import complete, through_windows, window
 
 #: Fewer examples than ``PROPERTY``: each runs one attack or a model's verifiers once per release and once more.
-WINDOW = settings(PROPERTY, max_examples=20)
+WINDOW = settings(PROPERTY, max_examples=examples(20))
 
 #: The models whose verifiers read a horizontal history (the vertical ones are tested with their own histories).
 MODELS = {

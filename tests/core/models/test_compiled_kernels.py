@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from dagster_privrelease.core.models.kernels.compiled import Kernel, references
 from dagster_privrelease.core.models.m_distinct import assignment
 from dagster_privrelease.core.spec import parse_spec
+from tests.budget import examples
 
 from . import test_m_distinct as md_tests
 
@@ -59,7 +60,7 @@ def run(kernel: Kernel, inputs: tuple, compiled: bool) -> list[np.ndarray]:
     return args
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(SEEDS)
 def test_algorithm_3_greedy_compiled_equals_numpy(seed):
     inputs = greedy_inputs(np.random.default_rng(seed))

@@ -30,6 +30,7 @@ from dagster_privrelease.core.release import PreviousRelease, Release, release_r
 from dagster_privrelease.core.spec import BoundSpec, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SpecError
 from dagster_privrelease.storage import ReleaseStore
+from tests.budget import examples
 from tests.fixtures import li_zhou as lz
 
 M2 = Bound(values=2, tuples=2)
@@ -359,7 +360,7 @@ def test_create_buckets_adds_the_highest_scored_intersection():
     assert buckets.disjoint.tolist() == [False, False, True]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), family=st.sampled_from(sorted(FAMILIES)), m=st.sampled_from([2, 3]),
        strict=st.booleans(), n=st.integers(8, 40), leaf=st.sampled_from([1, cuts.LEAF]))
 def test_random_streams_stay_m_distinct(seed, family, m, strict, n, leaf):
@@ -469,7 +470,7 @@ def _naive_crowded(at: np.ndarray, deltas: np.ndarray) -> np.ndarray:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_crowded_cuts_match_the_definition(data):
     N, d, s, V = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)),
@@ -534,7 +535,7 @@ def _nodes(rng: np.random.Generator, s: int, d: int, V: int, deltas: list[int],
     return nodes, entry, value, X
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_batched_eq4_cuts_match_each_node_alone_and_the_definition(data):
     """Nodes of different δ padded into one batch get the cut each gets from eq. 4's definition."""
@@ -553,7 +554,7 @@ def test_batched_eq4_cuts_match_each_node_alone_and_the_definition(data):
                 np.testing.assert_array_equal(np.sort(got[1]), np.sort(naive[1]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_copies_are_filled_as_one_record_at_a_time_would(data):
     """Algorithm 3 for records whose entries are copies of one CUS: each to the copy with the fewest records, the
@@ -584,7 +585,7 @@ def test_copies_are_filled_as_one_record_at_a_time_would(data):
     np.testing.assert_array_equal(cnt, ref_cnt)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_radix_sorted_eq4_cuts_match_the_float_sort_and_the_definition(data):
     """``sort_ranks`` (small-integer keys, radix-sorted from ``RADIX_FROM`` on) gives the cut of the float keys
@@ -639,7 +640,7 @@ def test_candidate_pairs_match_the_loop_over_kinds():
             np.testing.assert_array_equal(got, np.array(ref, dtype=np.int64))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_previous_signatures_match_a_table_of_sorted_tuples(data):
     """``previous_signatures`` (one padded row per group, one row unique) against Def. 13 read literally: per group
@@ -674,7 +675,7 @@ def test_previous_signatures_match_a_table_of_sorted_tuples(data):
     assert prev_uss.tolist() == [keys[signature(hosted[i])] if i in hosted else -1 for i in ids]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_columns_of_many_leaves_match_one_leaf_at_a_time(data):
     """``_columns`` (every leaf of a level at once) against §V-C's decomposition of one node read literally: per
@@ -700,7 +701,7 @@ def test_columns_of_many_leaves_match_one_leaf_at_a_time(data):
             assert [got[r] for r in mine] == [i % delta for i in range(len(mine))]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_eq4_extent_sums_are_numpys_row_sums(data):
     """``_sum_extents`` (the extents laid out QI first) adds eq. 4's d normalised extents to the same floats as
@@ -727,7 +728,7 @@ def _open_values_one_node(entry, value, block, entries, delta, rng):
     return value
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_open_values_of_many_leaves_match_one_node_at_a_time(data):
     """``split._open_values`` (every leaf of a level at once, one ``rng`` call per (node, block)) against the

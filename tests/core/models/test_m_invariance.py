@@ -25,6 +25,7 @@ from dagster_privrelease.core.models.kernels import split as kernel
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
 from dagster_privrelease.core.spec import BoundSpec, Model, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
+from tests.budget import examples
 from tests.fixtures import xiao_tao as xt
 
 try:  # the intersection attack lands beside this module; the judge is used whenever it is there
@@ -233,7 +234,7 @@ def eligible_counts(draw):
     return np.minimum(counts, cap), m
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(eligible_counts())
 def test_lemma_5_assignment_always_places_an_m_eligible_s_minus(case):
     counts, m = case
@@ -247,7 +248,7 @@ def test_lemma_5_assignment_always_places_an_m_eligible_s_minus(case):
     assert (placed == counts).all()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 30), min_size=2, max_size=10), st.integers(2, 5))
 def test_eligible_cap_holds_back_the_fewest_tuples(counts, m):
     counts = np.array(counts)
@@ -260,7 +261,7 @@ def test_eligible_cap_holds_back_the_fewest_tuples(counts, m):
     assert kept.sum() == best
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(2, 4), st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=1, max_size=6),
        st.lists(st.integers(0, 12), min_size=5, max_size=5))
 def test_balancing_keeps_s_minus_m_eligible_and_fills_only_shortages(m, shortage, counts):
@@ -293,7 +294,7 @@ def test_split_places_counterfeits_first_and_ignores_them_in_extents():
     assert groups[0] == groups[1] and groups[2] == groups[3]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 6).flatmap(lambda K: st.tuples(
     st.lists(st.floats(0, 1), min_size=K, max_size=K, unique=True),
     st.lists(st.lists(st.tuples(st.integers(-1, K - 1), st.integers(0, K)), min_size=1, max_size=6), min_size=1,
@@ -380,7 +381,7 @@ def _partition(groups: np.ndarray) -> set[frozenset[int]]:
 
 
 @pytest.mark.parametrize("relative", [False, True])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 3).flatmap(lambda d: st.lists(balanced_bucket(d), min_size=1, max_size=3)))
 def test_split_cuts_as_the_one_cut_at_a_time_reference(relative, buckets):
     """Several buckets (of different signature sizes) split at once: each as the reference splits it alone; with
@@ -395,7 +396,7 @@ def test_split_cuts_as_the_one_cut_at_a_time_reference(relative, buckets):
     assert _partition(kernel.split(X, values, bucket, relative=relative)) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(1, 3).flatmap(lambda d: st.tuples(
     st.lists(st.lists(st.integers(0, 5), min_size=d, max_size=d), min_size=1, max_size=30),
     st.lists(st.booleans(), min_size=d, max_size=d), st.integers(0, 4))))
@@ -420,7 +421,7 @@ def test_normalised_is_min_shifted_over_widths_then_counterfeit_rows(case):
     np.testing.assert_array_equal(kernel.normalised(X, spec, widths), expected[: len(X)])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(1, 3).flatmap(lambda d: st.lists(st.tuples(
     st.lists(st.integers(0, 4), min_size=d, max_size=d), st.integers(0, 5)), min_size=1, max_size=40)),
     st.lists(st.integers(0, 40), max_size=5))
@@ -534,7 +535,7 @@ def streams(draw):
     return m, frames
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_random_streams_with_hold_back_are_m_invariant(case):
     m, frames = case
@@ -546,7 +547,7 @@ def test_random_streams_with_hold_back_are_m_invariant(case):
             assert not set(release.state["held_back"]["pid"]) & set(release.hosting["pid"])
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_random_streams_after_a_mondrian_first_release_are_m_invariant(case):
     """``first_release: mondrian``: T*(1) is Mondrian's m-unique partition (no counterfeits) and the history that
@@ -566,7 +567,7 @@ def test_random_streams_after_a_mondrian_first_release_are_m_invariant(case):
             assert _partition(hosting) == _partition(mondrian_groups)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_random_streams_publish_exactly_when_the_new_tuples_are_m_eligible(case):
     m, frames = case
@@ -609,7 +610,7 @@ def test_census_kdd_stream_passes_the_verifier(census_kdd):
         assert report.ok, (report.name, report.violations.head(10).to_dict("records"))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(-50, 50), max_size=60), st.integers(0, 10**9))
 def test_dense_unique_is_numpys_unique(ids, shift):
     """``encoding.dense_unique`` (counting for group ids in a narrow range, sorting otherwise) equals np.unique."""

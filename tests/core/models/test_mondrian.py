@@ -18,6 +18,7 @@ from dagster_privrelease.core.models.kernels.partition import partition
 from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import Model, load_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable
+from tests.budget import examples
 from tests.fixtures import xiao_tao
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources"
@@ -213,7 +214,7 @@ def small_tables(draw):
     return X.astype(np.float64), s, dict(k=k, l=l, form=draw(st.sampled_from(["frequency", "distinct"])), unique=unique)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(small_tables())
 def test_partition_property(table):
     X, s, constraint = table

@@ -33,6 +33,7 @@ from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec, Model, Spec, parse_spec, validate_snapshot
 from dagster_privrelease.errors import NotPublishable, SpecError
 from dagster_privrelease.pipeline import model_spec
+from tests.budget import examples
 from tests.fixtures import shmueli_tassa as fx
 
 MODEL = models.descriptor("sequential_l_diversity")
@@ -233,7 +234,7 @@ def test_step_2_buckets_are_diverse_and_bounded():
     assert (counts.max(axis=1) * 3 <= sizes).all()  # Def. 2.3
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.lists(st.integers(1, 6), min_size=1, max_size=7), min_size=1, max_size=4), st.integers(2, 6))
 def test_lemma_8_1_cyclic_order(counts_per_bucket, l):  # noqa: E741
     """Every ℓ cyclically consecutive values of every bucket differ, and the cycle holds the bucket's values."""
@@ -257,7 +258,7 @@ def test_lemma_8_1_cyclic_order(counts_per_bucket, l):  # noqa: E741
             assert len(set(window)) == l, (ring, h)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=6), st.integers(2, 7), st.integers(0, 2**32 - 1))
 def test_step_6_permutations_are_range_limited_and_diverse(extra, l, seed):  # noqa: E741
     sizes = np.array([l + e for e in extra])
@@ -273,7 +274,7 @@ def test_step_6_permutations_are_range_limited_and_diverse(extra, l, seed):  # n
         assert all(len(set(offsets[:, h])) == l - 1 for h in range(n))  # diversity (with the identity)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(0, 12))
 def test_step_5_greedy_order_is_eq_7(seed, l, extra):  # noqa: E741
     """The vectorised greedy (cells of equal points, all buckets at once) against eq. (7) tuple by tuple: position
@@ -309,7 +310,7 @@ def test_step_5_greedy_order_is_eq_7(seed, l, extra):  # noqa: E741
         assert list(order[start[b] : start[b] + len(members)]) == placed
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.integers(1, 3),
        st.sampled_from([sr.sub_components, sr.joint_sub_components]))
 def test_section_4_4_sub_components(seed, p, components, split):
@@ -329,7 +330,7 @@ def test_section_4_4_sub_components(seed, p, components, split):
         assert len(set(comp_v[sub_v == sub]) | set(comp_w[sub_w == sub])) == 1
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 12))
 def test_joint_halving_keeps_the_lower_half_of_rows_with_the_lower_half_of_tuples(seed, p):
     """``joint_sub_components`` against its rule by hand on one numeric attribute: sorted rows and sorted tuples of a
@@ -378,7 +379,7 @@ def _naive_partition(il, lo, hi, node, rows, points, tuples) -> dict[int, int]:
     return out
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 8), st.sampled_from(["LM", "EM"]))
 def test_section_4_4_partition_of_the_world_is_the_greedy_rule(seed, groups, loss):
     """``_partition_world`` (distances per distinct point) against the rule tuple by tuple."""
@@ -461,7 +462,7 @@ def _first_step(params, attributes, loss):
     return l, seed, snapshot, spec, worlds, il, keys, sources, lo, hi
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]),
        st.sampled_from(["LM", "EM"]), st.sampled_from([2, 100]))
 def test_theorem_4_3_every_release_admits_every_world(params, attributes, loss, p):
@@ -484,7 +485,7 @@ def test_theorem_4_3_every_release_admits_every_world(params, attributes, loss, 
     assert not set(table.columns) & {f"{a}__lo" for a in spec.quasi_identifiers if a not in attributes}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.integers(0, 10))
 def test_insertions_extend_the_worlds_and_every_release_admits_them(params, batch_extra):
     """§5.2: an ℓ-diverse batch gets its own worlds, unioned with the old ones; the first release admits the
@@ -511,7 +512,7 @@ def test_insertions_extend_the_worlds_and_every_release_admits_them(params, batc
     assert diverse.ok
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from([("age",), ("zone", "sex")]))
 def test_theorem_4_4_a_release_does_not_depend_on_its_position(params, attributes):
     """For a fixed generator and attribute set, release R's table is the same as if it were the first release,
@@ -707,7 +708,7 @@ def test_the_store_reads_the_worlds_as_private_possible_world(tmp_path):
     assert "possible_world" not in published and not any("world" in t for t in published)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from(["LM", "EM"]), st.sampled_from([2, 5, 100]))
 def test_matchings_costed_by_join_tables_equal_the_direct_costs(params, loss, p):
     """Algorithm 2's edge weights looked up in ``InformationLoss.join_table`` (one gather per entry) give the
@@ -752,7 +753,7 @@ def _plan_inputs(seed: int, rows: int, boxes: int, points: int):
     return cost, supply, demand
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 14), st.integers(1, 6), st.integers(1, 6))
 def test_transport_plan_costs_what_the_expanded_assignment_costs(seed, rows, boxes, points):
     """The naive reference: ``linear_sum_assignment`` on the tuple-level cost matrix (each box repeated by its
@@ -769,7 +770,7 @@ def test_transport_plan_costs_what_the_expanded_assignment_costs(seed, rows, box
     assert float((cost * x).sum()) == pytest.approx(float(expanded[r, c].sum()), abs=1e-9)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]),
        st.sampled_from(["LM", "EM"]))
 def test_exact_step_5_is_a_minimum_cost_perfect_matching_of_every_component(params, attributes, loss):
@@ -791,7 +792,7 @@ def test_exact_step_5_is_a_minimum_cost_perfect_matching_of_every_component(para
         assert float(cost[v].sum()) == pytest.approx(float(full[r, c].sum()), abs=1e-9)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from([("age",), ("sex", "zone"), ("age", "zone", "sex")]), st.sampled_from([2, 100]))
 def test_theorem_4_3_on_the_split_path(params, attributes, p):
     """With no component solved exactly (``TRANSPORT_CELLS`` = 0: §4.4's sub-components of at most p everywhere,
@@ -824,7 +825,7 @@ def _least_cost_of(cost: np.ndarray, supply: np.ndarray, demand: np.ndarray, uni
     return float(padded[r, c].sum())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 16), st.integers(1, 16), st.integers(1, 6))
 def test_a_stopped_transport_plan_is_a_least_cost_partial_plan(seed, rows, boxes, points, phases):
     """``transport_plan`` stopped after at most ``phases`` phases (its budget, or its early stop, which a
@@ -840,7 +841,7 @@ def test_a_stopped_transport_plan_is_a_least_cost_partial_plan(seed, rows, boxes
     assert float((cost * x).sum()) == pytest.approx(_least_cost_of(cost, supply, demand, int(x.sum())), abs=1e-9)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, st.sampled_from([("age",), ("sex", "zone"), ("age", "zone", "sex")]), st.sampled_from(["LM", "EM"]))
 def test_theorem_4_3_when_the_exact_step_stops_early(params, attributes, loss):
     """With ``TRANSPORT_PHASES`` = 1 (every exact run stopped after phase 1, its partial plan kept and the rest sent
@@ -861,7 +862,7 @@ def test_theorem_4_3_when_the_exact_step_stops_early(params, attributes, loss):
     assert diverse.ok
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(40, 70), st.integers(12, 16), st.integers(12, 16), st.integers(2, 8))
 def test_the_early_stop_on_many_costs_keeps_a_least_cost_partial_plan(seed, rows, boxes, points, phases):
     """The early stop's own path (a continuous cost of more than ``_FEW_COSTS`` distinct values, a budget): the
@@ -878,7 +879,7 @@ def test_the_early_stop_on_many_costs_keeps_a_least_cost_partial_plan(seed, rows
 # ------------------------------------------------------------ the pairs at no cost before §4.4's split (identical_match)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 30), st.integers(0, 30), st.integers(1, 3), st.integers(1, 3))
 def test_identical_match_pairs_as_many_point_rows_as_the_naive_count(seed, rows, tuples, components, d):
     """``identical_match`` on random boxes (some single points) and tuples: every pair is a point row and a tuple
@@ -899,7 +900,7 @@ def test_identical_match_pairs_as_many_point_rows_as_the_naive_count(seed, rows,
     assert len(r) == sum(min(n, at[key]) for key, n in point_rows.items())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tables, st.sampled_from([("age",), ("zone",), ("sex", "zone"), ("age", "zone", "sex")]))
 def test_identical_pairs_belong_to_a_minimum_cost_matching_under_lm(params, attributes):
     """The exchange argument of ``identical_match``, checked on random first steps under LM: in every component
@@ -928,7 +929,7 @@ def test_identical_pairs_belong_to_a_minimum_cost_matching_under_lm(params, attr
         assert float(kept[mine].sum()) + least(rest_v, rest_w) == pytest.approx(least(v, w), abs=1e-9)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 3000), st.integers(1, 400), st.integers(1, 200))
 def test_more_distinct_than_is_the_count_of_distinct_values(seed, n, values, k):
     """``_more_distinct_than`` (a prefix sorted first) answers as ``len(np.unique(...)) > k``, the definition."""

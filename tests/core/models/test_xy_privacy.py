@@ -29,6 +29,7 @@ from dagster_privrelease.core.release import PreviousRelease
 from dagster_privrelease.core.spec import BoundSpec, parse_spec
 from dagster_privrelease.errors import NotPublishable, SpecError
 from dagster_privrelease.pipeline import model_spec
+from tests.budget import examples
 from tests.core.judge.test_attacks import _wang_fung_history
 from tests.fixtures import wang_fung
 
@@ -281,7 +282,7 @@ def generalised_t1(population: pd.DataFrame, cut_a, cut_b, c_splits) -> pd.DataF
                          "Cls": population["Cls"], "K1": population["K1"]})
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(), requirement=st.sampled_from(ANONYMITY_REQUIREMENTS))
 def test_lemma_4_1_a_specialisation_never_increases_a_y(data, population, requirement):
     """Lemma 4.1 on population-related T1, T2: specialising T1 on X ∩ att(T1) never increases A_Y(X) of the join,
@@ -310,7 +311,7 @@ def test_lemma_4_1_a_specialisation_never_increases_a_y(data, population, requir
     assert a_y(generalised_t1(population, after_a, after_b, after_splits)) <= before
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(), requirement=st.sampled_from(LINKABILITY_REQUIREMENTS))
 def test_lemma_4_2_a_specialisation_never_decreases_l_y(data, population, requirement):
     """Lemma 4.2 (Y in T1 or in T2, not both): specialising T1 never decreases L_Y(X) of the join (judge)."""
@@ -340,7 +341,7 @@ def _consistent_rule(population: pd.DataFrame, node: str, value: str) -> bool:
     return not ((population["A"].isin(leaves)) & (population["S"] == value)).any()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(), requirement=st.sampled_from(REQUIREMENTS),
        info=st.sampled_from(["class", "distortion", "discernibility"]))
 def test_every_tds4sa_output_passes_the_judge_and_is_maximal(data, population, requirement, info):
@@ -386,7 +387,7 @@ def test_every_tds4sa_output_passes_the_judge_and_is_maximal(data, population, r
             assert not verdict(specialised).ok, (attribute, label)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(), requirement=st.sampled_from(REQUIREMENTS))
 def test_refusal_threshold_is_the_judges_statistic_of_the_most_general_t1(data, population, requirement):
     """Corollary 4.2 at its boundary: with k = A_Y(X) of the most generalised T1 (the judge's) TDS4SA publishes,
@@ -437,7 +438,7 @@ def naive_star_join(t1: pd.DataFrame, earlier: list[pd.DataFrame], common: list[
     return pd.DataFrame(rows)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(max_rows=8), k=st.sampled_from([1, 2, 3]))
 def test_each_join_with_one_of_two_earlier_releases(data, population, k):
     """T2 = (B, S) and T3 = (A) published before; T1 = (A, B, C) under (X, Y)-anonymity with X = {T1.A, T1.B, C,
@@ -504,7 +505,7 @@ def t1_release(population: pd.DataFrame, x: list[str], release_id: int) -> pd.Da
     return table
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(max_rows=7), requirement=st.sampled_from(REQUIREMENTS),
        count=st.integers(2, 3))
 def test_with_several_earlier_releases_the_judge_accepts_every_output(data, population, requirement, count):
@@ -625,7 +626,7 @@ def naive_report(t1: pd.DataFrame, earlier: pd.DataFrame, x: list[str], y: list[
     return most <= k, most
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), population=populations(max_rows=8), requirement=st.sampled_from(REQUIREMENTS),
        count=st.integers(2, 4))
 def test_verify_through_the_window_equals_the_complete_history_and_the_naive_join(data, population, requirement,
@@ -663,7 +664,7 @@ def test_verify_through_the_window_equals_the_complete_history_and_the_naive_joi
 # -- the numpy kernels of the X-tree counts against their definitions ---------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data(), rows=st.integers(1, 40), width=st.integers(1, 4), big=st.booleans())
 def test_dense_codes_rank_tuples_in_sorted_order(data, rows, width, big):
     """``join.dense_codes``: the id of a row is the rank of its tuple among the distinct tuples in sorted order,
@@ -680,7 +681,7 @@ def test_dense_codes_rank_tuples_in_sorted_order(data, rows, width, big):
     assert first.tolist() == [tuples.index(t) for t in distinct]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(left=st.lists(st.integers(0, 5), max_size=15), right=st.lists(st.integers(0, 5), max_size=15))
 def test_equijoin_meets_every_matching_pair_once(left, right):
     """``join.equijoin`` against the nested loops of its definition (order: left row, then right row)."""
