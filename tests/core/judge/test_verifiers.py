@@ -17,6 +17,7 @@ from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.judge.verifiers.li_zhou import m_distinct
 from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
+    _blocks,
     admits_world,
     sequential_l_diversity,
     world_diversity,
@@ -505,3 +506,23 @@ def test_worlds_and_their_diversity_match_the_merges_and_the_groupby(seed):
         ref = _links_by_groupby(worlds, spec, ell)
         assert len(ref) > 0 or ell == 4.0
         pd.testing.assert_frame_equal(found[list(ref.columns)], ref, check_dtype=False, check_categorical=False)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_blocks_of_exact_attributes_match_the_groupby_over_their_text(seed):
+    """``shmueli_tassa._blocks`` (value codes, one hash pass) numbers the rows of a release then of a world as a
+    groupby over the exact attributes as text does (``sort=False``: first appearance), nulls, numbers and
+    categoricals included."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+
+    def frame(k: int) -> pd.DataFrame:
+        out = pd.DataFrame({"s": rng.choice(["a", "b", None], k), "income": rng.choice([1.0, 2.5, np.nan], k),
+                            "band": rng.integers(0, 3, k)})
+        return out.astype({"s": "category"}) if seed % 2 else out
+
+    release, world = frame(n), frame(m)
+    for exact in (["s"], ["s", "income"], ["band", "s", "income"], []):
+        text = pd.concat([release[exact].astype(str), world[exact].astype(str)], ignore_index=True)
+        expected = text.groupby(exact, sort=False).ngroup().to_numpy() if exact else np.zeros(n + m, int)
+        np.testing.assert_array_equal(_blocks(release, world, exact), expected)

@@ -19,7 +19,7 @@ import pandas as pd
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
-from ...encoding import qi_values
+from ...encoding import qi_values, value_codes
 from ...grouping import released_attributes
 from ...intervals import contained_pairs
 from ...spec import BoundSpec
@@ -134,8 +134,7 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     if len(release) != len(world):
         unmatched = world[[spec.id]].assign(detail=f"{len(world)} world tuples, {len(release)} released rows")
         return False, unmatched
-    block_keys = pd.concat([release[exact].astype(str), world[exact].astype(str)], ignore_index=True)
-    block = block_keys.groupby(exact, sort=False).ngroup().to_numpy() if exact else np.zeros(len(block_keys), int)
+    block = _blocks(release, world, exact)
     rb, wb = block[: len(release)], block[len(release):]
     lo = release[[f"{q}__lo" for q in qis]].to_numpy(dtype=np.float64).reshape(len(release), len(qis))
     hi = release[[f"{q}__hi" for q in qis]].to_numpy(dtype=np.float64).reshape(len(release), len(qis))
@@ -168,6 +167,18 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     unmatched = world.loc[bad, [spec.id]].assign(
         detail=[f"{k} tuple(s) of this QI point and {', '.join(exact)} have no released row left" for k in missing])
     return False, unmatched.reset_index(drop=True)
+
+
+def _blocks(release: pd.DataFrame, world: pd.DataFrame, exact: list[str]) -> np.ndarray:
+    """The block of each released row, then of each world tuple: the rows with equal ``exact`` attributes
+    compared as text, numbered in order of first appearance (a groupby over the text, ``sort=False``), by the
+    columns' value codes (``encoding.value_codes``) and one hash pass over their rows (``unique_rows_by_key``;
+    past 2^62 combinations of codes it numbers them in sorted order, which changes only the order the blocks are
+    flowed in). O(n x exact)."""
+    if not exact:
+        return np.zeros(len(release) + len(world), dtype=np.int64)
+    codes = [value_codes(pd.concat([release[c], world[c]], ignore_index=True))[0] for c in exact]
+    return unique_rows_by_key(np.column_stack(codes))[1]
 
 
 def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: BoundSpec, l: float) -> Report:  # noqa: E741
