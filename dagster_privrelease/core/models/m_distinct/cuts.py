@@ -81,7 +81,8 @@ def _node_cuts(columns, entry, va, rows, starts, s, V, out, left) -> None:
     first), the cuts k whose children hold no value more than k (left) or δ - k (right) times, each child's
     extents (``np.nan_to_num``) over the node's, summed over the d QIs as numpy sums a row (one after another
     below 8 values, else 8 running sums paired), the score s·(k·l + (δ - k)·r); the least score, then within
-    1e-9 of it (relative) the most even cut, then the first (q, k). O(d·(s·δ·d + s·δ log δ + V)) per node,
+    1e-9 of it (relative) the most even cut, then the first (q, k). The node's QIs and values are gathered once
+    into a block of its own (its rows are scattered over the table). O(d·(s·δ·d + s·δ log δ + V)) per node,
     memory O(d·s·δ + V) per node."""
     d = columns.shape[0]
     big = np.finfo(np.float64).max
@@ -91,20 +92,33 @@ def _node_cuts(columns, entry, va, rows, starts, s, V, out, left) -> None:
         left[i] = -1
         if delta < 2:
             continue
+        node = np.empty((s, delta), dtype=np.int64)  # each entry's rows, in node order
+        fill = np.zeros(s, dtype=np.int64)
+        for p in range(a, a + s * delta):
+            e = entry[rows[p]]
+            node[e, fill[e]] = rows[p]
+            fill[e] += 1
+        local = np.empty((d, s, delta))  # the node's QIs and values, gathered once (rows are scattered)
+        value = np.empty((s, delta), dtype=np.int64)
+        for e in range(s):
+            for t in range(delta):
+                value[e, t] = va[node[e, t]]
+                for q2 in range(d):
+                    local[q2, e, t] = columns[q2, node[e, t]]
         full = np.empty(d)
         for q2 in range(d):
             high, low = np.nan, np.nan
-            for p in range(a, a + s * delta):
-                x = columns[q2, rows[p]]
-                if x == x:
-                    high = x if high != high or x > high else high
-                    low = x if low != low or x < low else low
+            for e in range(s):
+                for t in range(delta):
+                    x = local[q2, e, t]
+                    if x == x:
+                        high = x if high != high or x > high else high
+                        low = x if low != low or x < low else low
             x = high - low
             x = 0.0 if x != x else (big if x == np.inf else (-big if x == -np.inf else x))
             full[q2] = x if x > 0 else np.inf
-        ranked = np.empty((d, s, delta), dtype=np.int64)
-        keys = np.empty((s, delta))
-        fill = np.zeros(s, dtype=np.int64)
+        ranked = np.empty((d, s, delta), dtype=np.int64)  # per QI, each entry's positions in sorted order
+        keys = np.empty(delta)
         score = np.full((d, delta - 1), np.inf)
         count = np.zeros(V, dtype=np.int64)
         crowded = np.zeros(delta, dtype=np.bool_)
@@ -112,22 +126,17 @@ def _node_cuts(columns, entry, va, rows, starts, s, V, out, left) -> None:
         run_hi, run_lo = np.empty((d, delta)), np.empty((d, delta))
         parts, lsum, r8 = np.empty(d), np.empty(delta), np.empty(8)
         for q in range(d):
-            fill[:] = 0
-            for p in range(a, a + s * delta):  # each entry's rows in node order, then stably sorted along q
-                r = rows[p]
-                e = entry[r]
-                x = columns[q, r]
-                ranked[q, e, fill[e]] = r
-                keys[e, fill[e]] = -np.inf if x != x else x
-                fill[e] += 1
-            for e in range(s):
-                ranked[q, e] = ranked[q, e][np.argsort(keys[e], kind="mergesort")]
+            for e in range(s):  # stably sorted along q, NaN first
+                for t in range(delta):
+                    x = local[q, e, t]
+                    keys[t] = -np.inf if x != x else x
+                ranked[q, e] = np.argsort(keys, kind="mergesort")
             crowded[:] = False
             count[:] = 0
             most = 0
             for k in range(1, delta):  # the left child: ranks < k
                 for e in range(s):
-                    v = va[ranked[q, e, k - 1]]
+                    v = value[e, ranked[q, e, k - 1]]
                     if v >= 0:
                         count[v] += 1
                         most = max(most, count[v])
@@ -136,7 +145,7 @@ def _node_cuts(columns, entry, va, rows, starts, s, V, out, left) -> None:
             most = 0
             for k in range(delta - 1, 0, -1):  # the right child: ranks >= k
                 for e in range(s):
-                    v = va[ranked[q, e, k]]
+                    v = value[e, ranked[q, e, k]]
                     if v >= 0:
                         count[v] += 1
                         most = max(most, count[v])
@@ -145,7 +154,7 @@ def _node_cuts(columns, entry, va, rows, starts, s, V, out, left) -> None:
                 for r in range(delta):
                     h, lw = np.nan, np.nan
                     for e in range(s):
-                        x = columns[q2, ranked[q, e, r]]
+                        x = local[q2, e, ranked[q, e, r]]
                         if x == x:
                             h = x if h != h or x > h else h
                             lw = x if lw != lw or x < lw else lw
@@ -199,11 +208,11 @@ def _node_cuts(columns, entry, va, rows, starts, s, V, out, left) -> None:
         p = a
         for e in range(s):
             for r in range(best_k):
-                out[p] = ranked[best_q, e, r]
+                out[p] = node[e, ranked[best_q, e, r]]
                 p += 1
         for e in range(s):
             for r in range(best_k, delta):
-                out[p] = ranked[best_q, e, r]
+                out[p] = node[e, ranked[best_q, e, r]]
                 p += 1
         left[i] = s * best_k
 
