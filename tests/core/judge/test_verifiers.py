@@ -18,6 +18,7 @@ from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.judge.verifiers.li_zhou import m_distinct
 from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
     _blocks,
+    _missing_rows,
     admits_world,
     sequential_l_diversity,
     world_diversity,
@@ -526,3 +527,21 @@ def test_blocks_of_exact_attributes_match_the_groupby_over_their_text(seed):
         text = pd.concat([release[exact].astype(str), world[exact].astype(str)], ignore_index=True)
         expected = text.groupby(exact, sort=False).ngroup().to_numpy() if exact else np.zeros(n + m, int)
         np.testing.assert_array_equal(_blocks(release, world, exact), expected)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_missing_world_rows_match_the_left_merge(seed):
+    """``shmueli_tassa._missing_rows`` (hashed codes, one ``isin``) counts the rows of the earlier worlds that a
+    left merge with the later worlds (duplicates dropped) leaves unmatched, duplicates and text ids included."""
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i:03d}" for i in range(int(rng.integers(1, 30)))]
+
+    def worlds(k: int) -> pd.DataFrame:
+        return pd.DataFrame({"world": rng.integers(1, 4, k), "pid": rng.choice(ids, k),
+                             "source_pid": rng.choice(ids, k)})
+
+    before, after = worlds(int(rng.integers(0, 40))), worlds(int(rng.integers(0, 60)))
+    after = pd.concat([after, before.iloc[: len(before) // 2]], ignore_index=True)  # some rows kept
+    columns = ["world", "pid", "source_pid"]
+    kept = before.merge(after.drop_duplicates(), how="left", indicator=True)
+    assert _missing_rows(before, after, columns) == int((kept["_merge"] != "both").sum())
