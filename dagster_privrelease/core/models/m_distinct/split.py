@@ -130,9 +130,9 @@ def split_overlapping(
     their values), else by ``decompose`` in QI order (counterfeits last; their values were fixed by
     ``balance_overlapping``, since open ones could be left without a distinct value). Returns ``(group 0.. per
     row, value per row)``.
-    The nodes of a level are cut in batches of one entry count and δ within a power of two, padded (``level_cuts``,
-    ``_best_overlapping_cuts``; each node gets the cut it would get alone): O(n·d² + n·d log n) numpy work per
-    level, O(log δ) levels, plus ``_columns``'s O(n log n) per level and ``decompose`` per other leaf node.
+    The nodes of a level are cut by ``level_cuts`` (a compiled loop node by node; its numpy reference pads them
+    into batches; each node gets the cut it would get alone): O(n·d² + n·d log n) per level, O(log δ) levels, plus
+    ``_columns``'s O(n log n) per level and ``decompose`` per other leaf node.
     """
     V = entries[0].shape[1] if entries else 0
     value = value.copy()
