@@ -321,3 +321,29 @@ def test_run_attacks_finds_no_disclosure_in_a_2_invariant_history():
     assert all(r.ok for r in reports.values()), {n: r.summary for n, r in reports.items() if not r.ok}
     assert reports["equivalence"].summary["linked_pairs_checked"] > 0
     assert (reports["equivalence"].violations["combined_size"] >= 2).all()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_unique_rows_by_key_matches_the_rows_read_one_by_one(seed):
+    """``vertical.unique_rows_by_key`` (integer columns coded by counting, others hashed) against the rows read
+    one by one into a dict: the distinct rows in order of first appearance, each row's index among them and
+    their counts; integer, boolean (a constant column among them), wide-integer and float (NaN) matrices."""
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(1, 300)), int(rng.integers(1, 6))
+    kind = seed % 4
+    if kind == 0:
+        rows = rng.integers(-3, 4, size=(n, d))
+    elif kind == 1:
+        rows = rng.random((n, d)) < 0.5
+        rows[:, 0] = True
+    elif kind == 2:
+        rows = rng.choice([-(2**40), 0, 7, 2**40], size=(n, d))
+    else:
+        rows = rng.choice([0.5, 1.5, np.nan], size=(n, d))
+    seen: dict[tuple, int] = {}
+    inverse = [seen.setdefault(tuple("nan" if x != x else x for x in row.tolist()), len(seen)) for row in rows]
+    distinct, got_inverse, counts = vertical.unique_rows_by_key(rows)
+    firsts = [inverse.index(k) for k in range(len(seen))]
+    np.testing.assert_array_equal(distinct, rows[firsts])
+    np.testing.assert_array_equal(got_inverse, inverse)
+    np.testing.assert_array_equal(counts, np.bincount(inverse))

@@ -17,6 +17,8 @@ from dagster_privrelease.core.judge.run import verify_history
 from dagster_privrelease.core.judge.verifiers import verify_m_distinct
 from dagster_privrelease.core.judge.verifiers.li_zhou import m_distinct
 from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
+    _blocks,
+    _missing_rows,
     admits_world,
     sequential_l_diversity,
     world_diversity,
@@ -25,7 +27,7 @@ from dagster_privrelease.core.judge.verifiers.shmueli_tassa import (
 from dagster_privrelease.core.judge.verifiers.single import k_anonymity, l_diversity, m_uniqueness
 from dagster_privrelease.core.judge.verifiers.wang_fung import join_statistics, xy_anonymity, xy_linkability
 from dagster_privrelease.core.judge.verifiers.xiao_tao import counterfeit_accounting, generalisation, m_invariance
-from dagster_privrelease.core.spec import Model
+from dagster_privrelease.core.spec import Model, parse_spec
 from dagster_privrelease.errors import SpecError
 from tests.budget import examples
 from tests.fixtures import li_zhou, shmueli_tassa, wang_fung, xiao_tao
@@ -457,3 +459,90 @@ def test_li_zhou_table_5_with_counterfeits_is_2_distinct():
     assert [r.name for r in reports] == ["m_uniqueness", "m_distinct", "counterfeit_accounting", "generalisation"]
     for report in reports:
         assert report.ok, (report.name, report.violations)
+
+
+def _worlds_by_merges(truth: pd.DataFrame, permutations: pd.DataFrame, spec) -> dict[str, pd.DataFrame]:
+    """Shmueli-Tassa Eq. (5)/(8) read literally: each world tuple is <id>'s identifier and QIs (an inner merge on
+    <id>) with source_<id>'s non-identifiers and sensitive value (an inner merge on source_<id>)."""
+    source = f"source_{spec.id}"
+    carried = truth[[spec.id, *spec.non_identifiers, spec.sensitive]].rename(columns={spec.id: source})
+    own = truth[[spec.id, *spec.quasi_identifiers]]
+    return {str(name): perm[[spec.id, source]].merge(own, on=spec.id).merge(carried, on=source)
+            .drop(columns=source)[truth.columns.intersection(spec.columns)]
+            for name, perm in permutations.groupby("world", sort=True)}
+
+
+def _links_by_groupby(worlds: dict[str, pd.DataFrame], spec, ell: float) -> pd.DataFrame:
+    """Def. 3.2 read literally: the (individual, value) pairs found in more than |E|/ell of the worlds E."""
+    stacked = pd.concat([w[[spec.id, spec.sensitive]] for w in worlds.values()])
+    links = stacked.groupby([spec.id, spec.sensitive], observed=True).size().rename("worlds").reset_index()
+    return links[links["worlds"] * ell > len(worlds)].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_worlds_and_their_diversity_match_the_merges_and_the_groupby(seed):
+    """``worlds_from_permutations`` (look-ups and gathers) equals the two merges of Eq. (5)/(8), row for row and
+    dtype for dtype, and ``world_diversity`` (integer codes) finds the pairs a groupby over (id, value) finds, in
+    the same order; text ids, categorical columns (the judge's window) on every other seed, and permutations
+    naming ids the truth lacks."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    ids = [f"p{i:03d}" for i in rng.permutation(n)]
+    spec = parse_spec({"name": "t", "id": "pid", "sensitive": {"name": "s", "values": list("abcd")},
+                       "quasi_identifiers": {"age": {"type": "numeric"}, "zone": {"type": "numeric"}},
+                       "non_identifiers": ["income"], "model": {"name": "sequential_l_diversity", "l": 2}})
+    truth = pd.DataFrame({"pid": ids, "age": rng.integers(20, 60, n), "zone": rng.random(n),
+                          "income": rng.integers(0, 9, n).astype(str), "s": rng.choice(list("abcd"), n)})
+    if seed % 2:
+        truth = truth.astype({"pid": "category", "income": "category", "s": "category"})
+    stranger = ["q999"] if seed % 3 == 0 else []
+    permutations = pd.concat([pd.DataFrame({"world": w, "pid": rng.permutation(ids + stranger),
+                                            "source_pid": rng.permutation(ids + stranger)}) for w in (1, 2, 3)])
+    got, expected = worlds_from_permutations(truth, permutations, spec), _worlds_by_merges(truth, permutations, spec)
+    assert list(got) == list(expected) == ["1", "2", "3"]
+    for name in got:
+        pd.testing.assert_frame_equal(got[name], expected[name])
+    worlds = {"0": truth, **got}
+    for ell in (1.5, 2.0, 4.0):
+        found = world_diversity(worlds, spec, ell).violations
+        ref = _links_by_groupby(worlds, spec, ell)
+        assert len(ref) > 0 or ell == 4.0
+        pd.testing.assert_frame_equal(found[list(ref.columns)], ref, check_dtype=False, check_categorical=False)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_blocks_of_exact_attributes_match_the_groupby_over_their_text(seed):
+    """``shmueli_tassa._blocks`` (value codes, one hash pass) numbers the rows of a release then of a world as a
+    groupby over the exact attributes as text does (``sort=False``: first appearance), nulls, numbers and
+    categoricals included."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+
+    def frame(k: int) -> pd.DataFrame:
+        out = pd.DataFrame({"s": rng.choice(["a", "b", None], k), "income": rng.choice([1.0, 2.5, np.nan], k),
+                            "band": rng.integers(0, 3, k)})
+        return out.astype({"s": "category"}) if seed % 2 else out
+
+    release, world = frame(n), frame(m)
+    for exact in (["s"], ["s", "income"], ["band", "s", "income"], []):
+        text = pd.concat([release[exact].astype(str), world[exact].astype(str)], ignore_index=True)
+        expected = text.groupby(exact, sort=False).ngroup().to_numpy() if exact else np.zeros(n + m, int)
+        np.testing.assert_array_equal(_blocks(release, world, exact), expected)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_missing_world_rows_match_the_left_merge(seed):
+    """``shmueli_tassa._missing_rows`` (hashed codes, one ``isin``) counts the rows of the earlier worlds that a
+    left merge with the later worlds (duplicates dropped) leaves unmatched, duplicates and text ids included."""
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i:03d}" for i in range(int(rng.integers(1, 30)))]
+
+    def worlds(k: int) -> pd.DataFrame:
+        return pd.DataFrame({"world": rng.integers(1, 4, k), "pid": rng.choice(ids, k),
+                             "source_pid": rng.choice(ids, k)})
+
+    before, after = worlds(int(rng.integers(0, 40))), worlds(int(rng.integers(0, 60)))
+    after = pd.concat([after, before.iloc[: len(before) // 2]], ignore_index=True)  # some rows kept
+    columns = ["world", "pid", "source_pid"]
+    kept = before.merge(after.drop_duplicates(), how="left", indicator=True)
+    assert _missing_rows(before, after, columns) == int((kept["_merge"] != "both").sum())

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core.models.kernels.compiled import Kernel, references
-from dagster_privrelease.core.models.m_distinct import assignment
+from dagster_privrelease.core.models.m_distinct import assignment, cuts
 from dagster_privrelease.core.spec import parse_spec
 from tests.budget import examples
 
@@ -51,7 +51,7 @@ def greedy_inputs(rng: np.random.Generator) -> tuple:
 
 def run(kernel: Kernel, inputs: tuple, compiled: bool) -> list[np.ndarray]:
     """The arrays after ``kernel`` ran on a copy of ``inputs`` (compiled, or its reference)."""
-    args = [a.copy() for a in inputs]
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
     if compiled:
         kernel(*args)
     else:
@@ -71,9 +71,10 @@ def test_algorithm_3_greedy_compiled_equals_numpy(seed):
 
 
 @pytest.mark.parametrize("family", ["partition", "chain"])
-def test_m_distinct_stream_publishes_the_same_tables_through_the_compiled_greedy(family, monkeypatch):
-    """Releases of m-Distinct through the compiled Algorithm 3 and through its numpy reference (the path before the
-    kernel): the same published tables, counterfeits and hosting groups, release after release (text ids)."""
+def test_m_distinct_stream_publishes_the_same_tables_through_the_compiled_kernels(family, monkeypatch):
+    """Releases of m-Distinct through the compiled Algorithm 3 and eq. 4 cut search and through their numpy
+    references (the path before the kernels): the same published tables, counterfeits and hosting groups, release
+    after release (text ids)."""
     update_sets = md_tests.PARTITION if family == "partition" else md_tests.CHAIN
     spec = parse_spec({
         "name": "ward", "id": "pid", "sensitive": {"name": "s", "values": sorted(update_sets)},
@@ -82,17 +83,23 @@ def test_m_distinct_stream_publishes_the_same_tables_through_the_compiled_greedy
     })
     snapshots = [s.assign(pid=s["pid"].map("p{:05d}".format))
                  for s in md_tests.stream(np.random.default_rng(11), update_sets, releases=3, n=400)]
-    greedy, chosen = assignment._greedy, []
+    greedy, node_cuts, chosen, cut = assignment._greedy, cuts._node_cuts, [], []
 
     def counted(order, *rest):
         chosen.append(len(order))
         return greedy(order, *rest)
 
+    def cutting(*args):
+        node_cuts(*args)
+        cut.append(int((args[-1] >= 0).sum()))
+
     monkeypatch.setattr(assignment, "_greedy", counted)
+    monkeypatch.setattr(cuts, "_node_cuts", cutting)
     _, fast = md_tests.run(snapshots, spec)
     with references():
         _, slow = md_tests.run(snapshots, spec)
     assert sum(chosen) > 100  # the greedy chose for many records (releases 2-3), both ways
+    assert sum(cut) > 10  # eq. 4 cut many nodes, both ways
     for a, b in zip(fast, slow, strict=True):
         pd.testing.assert_frame_equal(a.table, b.table)
         pd.testing.assert_frame_equal(a.counterfeits, b.counterfeits)
@@ -112,3 +119,24 @@ def test_numba_is_imported_by_the_first_kernel_call_not_by_the_package():
             "assert Kernel(lambda a: a * 2, np.negative)(np.arange(3)).tolist() == [0, 2, 4]")
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@settings(max_examples=100, deadline=None)
+@given(SEEDS)
+def test_eq4_cut_search_compiled_equals_numpy(seed):
+    """``cuts._node_cuts`` (node by node, compiled) and its numpy reference (nodes padded into batches): the same
+    children, row for row, on nodes of every size past ``LEAF`` with open counterfeits (NaN QIs, no value) and
+    coarse grids (ties of eq. 4's score), for d on both sides of numpy's pairwise sum (8 QIs)."""
+    rng = np.random.default_rng(seed)
+    s, d, V = int(rng.integers(1, 4)), int(rng.integers(1, 13)), int(rng.integers(2, 7))
+    deltas = [int(x) for x in rng.integers(2, 40, size=int(rng.integers(1, 6)))]
+    nodes, entry, value, X = md_tests._nodes(rng, s, d, V, deltas, scale=int(rng.choice([1, 3, 1000])))
+    columns = np.ascontiguousarray(np.vstack([X, np.full((1, d), np.nan)]).T)
+    rows = np.concatenate(nodes).astype(np.int64)
+    starts = np.r_[0, np.cumsum([len(n) for n in nodes])].astype(np.int64)
+    inputs = (columns, entry.astype(np.int64), np.r_[value, -1].astype(np.int64), rows, starts, s, V,
+              np.full(len(rows), -1, dtype=np.int64), np.full(len(nodes), -2, dtype=np.int64))
+    fast, slow = run(cuts._node_cuts, inputs, True), run(cuts._node_cuts, inputs, False)
+    assert (slow[-1] != -2).all()  # the reference decided every node (-1: no valid cut)
+    np.testing.assert_array_equal(fast[-1], slow[-1])
+    np.testing.assert_array_equal(fast[-2], slow[-2])

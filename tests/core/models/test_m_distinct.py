@@ -585,31 +585,6 @@ def test_copies_are_filled_as_one_record_at_a_time_would(data):
     np.testing.assert_array_equal(cnt, ref_cnt)
 
 
-@settings(max_examples=examples(30), deadline=None)
-@given(data=st.data())
-def test_radix_sorted_eq4_cuts_match_the_float_sort_and_the_definition(data):
-    """``sort_ranks`` (small-integer keys, radix-sorted from ``RADIX_FROM`` on) gives the cut of the float keys
-    and of eq. 4's definition, NaN (open counterfeits) and ties included."""
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    s, d, V = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), 5
-    deltas = data.draw(st.lists(st.integers(cuts.RADIX_FROM - 2, cuts.RADIX_FROM + 6), min_size=1, max_size=3))
-    nodes, entry, value, X = _nodes(rng, s, d, V, deltas, scale=3)
-    Xa, va = np.vstack([X, np.full((1, d), np.nan)]), np.r_[value, -1]
-    ranks = cuts.sort_ranks(Xa)
-    assert ranks is not None and ranks.dtype == np.uint8
-    radix = cuts._best_overlapping_cuts(Xa, entry, va, nodes, s, V, ranks)
-    floats = cuts._best_overlapping_cuts(Xa, entry, va, nodes, s, V)
-    for node, got, ref in zip(nodes, radix, floats, strict=True):
-        naive = _naive_cut(X, entry, value, node, s)
-        assert (got is None) == (ref is None) == (naive is None)
-        if got is not None and ref is not None and naive is not None:
-            for a, b in ((got, ref), (got, naive)):
-                np.testing.assert_array_equal(np.sort(a[0]), np.sort(b[0]))
-                np.testing.assert_array_equal(np.sort(a[1]), np.sort(b[1]))
-            np.testing.assert_array_equal(got[0], ref[0])  # the same permutation, not only the same halves
-            np.testing.assert_array_equal(got[1], ref[1])
-
-
 def test_candidate_pairs_match_the_loop_over_kinds():
     """``candidate_pairs`` (every kind at once) against Algorithm 3's candidate pairs listed one kind, one bucket,
     one entry at a time, on buckets with overlapping entries and new records."""

@@ -19,7 +19,7 @@ import pandas as pd
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
-from ...encoding import qi_values
+from ...encoding import qi_values, value_codes
 from ...grouping import released_attributes
 from ...intervals import contained_pairs
 from ...spec import BoundSpec
@@ -41,15 +41,25 @@ def worlds_from_permutations(truth: pd.DataFrame, permutations: pd.DataFrame, sp
     """Full tables of the fake worlds stored as ``private.possible_world(world, <id>, source_<id>)``.
 
     World tuple of ``<id>`` = the identifier and QIs of ``<id>`` with the non-identifiers and sensitive value of
-    ``source_<id>`` (Shmueli-Tassa Eq. (5) and (8)). Two merges per world: O(worlds x n log n).
+    ``source_<id>`` (Shmueli-Tassa Eq. (5) and (8)), in the order of ``permutations`` (a row whose ``<id>`` or
+    ``source_<id>`` is not in ``truth`` has no world tuple), the columns of ``truth`` that the spec names: the
+    inner merges on ``<id>`` then ``source_<id>`` this stands for. The ids of ``truth`` are hashed once, then
+    each world is two look-ups and one gather of rows: O(n + worlds x n).
     """
     source = source_column(spec)
-    carried = truth[[spec.id, *spec.non_identifiers, spec.sensitive]].rename(columns={spec.id: source})
-    own = truth[[spec.id, *spec.quasi_identifiers]]
+    columns = truth.columns.intersection(spec.columns)
+    own = [c for c in columns if c not in (spec.id, *spec.non_identifiers, spec.sensitive)]
+    carried = [c for c in columns if c in (*spec.non_identifiers, spec.sensitive)]
+    at = pd.Index(truth[spec.id].to_numpy())
     worlds = {}
     for name, perm in permutations.groupby("world", sort=True):
-        world = perm[[spec.id, source]].merge(own, on=spec.id).merge(carried, on=source)
-        worlds[str(name)] = world.drop(columns=source)[truth.columns.intersection(spec.columns)]
+        who, whose = at.get_indexer(perm[spec.id].to_numpy()), at.get_indexer(perm[source].to_numpy())
+        keep = (who >= 0) & (whose >= 0)
+        who, whose = who[keep], whose[keep]
+        world = pd.concat([perm[[spec.id]].iloc[np.flatnonzero(keep)].reset_index(drop=True),
+                           truth[own].take(who).reset_index(drop=True),
+                           truth[carried].take(whose).reset_index(drop=True)], axis=1)
+        worlds[str(name)] = world[columns]
     return worlds
 
 
@@ -124,8 +134,7 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     if len(release) != len(world):
         unmatched = world[[spec.id]].assign(detail=f"{len(world)} world tuples, {len(release)} released rows")
         return False, unmatched
-    block_keys = pd.concat([release[exact].astype(str), world[exact].astype(str)], ignore_index=True)
-    block = block_keys.groupby(exact, sort=False).ngroup().to_numpy() if exact else np.zeros(len(block_keys), int)
+    block = _blocks(release, world, exact)
     rb, wb = block[: len(release)], block[len(release):]
     lo = release[[f"{q}__lo" for q in qis]].to_numpy(dtype=np.float64).reshape(len(release), len(qis))
     hi = release[[f"{q}__hi" for q in qis]].to_numpy(dtype=np.float64).reshape(len(release), len(qis))
@@ -160,13 +169,44 @@ def admits_world(release: pd.DataFrame, world: pd.DataFrame, spec: BoundSpec) ->
     return False, unmatched.reset_index(drop=True)
 
 
+def _blocks(release: pd.DataFrame, world: pd.DataFrame, exact: list[str]) -> np.ndarray:
+    """The block of each released row, then of each world tuple: the rows with equal ``exact`` attributes
+    compared as text, numbered in order of first appearance (a groupby over the text, ``sort=False``), by the
+    columns' value codes (``encoding.value_codes``) and one hash pass over their rows (``unique_rows_by_key``;
+    past 2^62 combinations of codes it numbers them in sorted order, which changes only the order the blocks are
+    flowed in). O(n x exact)."""
+    if not exact:
+        return np.zeros(len(release) + len(world), dtype=np.int64)
+    codes = [value_codes(pd.concat([release[c], world[c]], ignore_index=True))[0] for c in exact]
+    return unique_rows_by_key(np.column_stack(codes))[1]
+
+
+def _missing_rows(before: pd.DataFrame, after: pd.DataFrame, columns: list[str]) -> int:
+    """How many rows of ``before`` have no row of ``after`` with the same ``columns`` (a left merge on them with
+    ``after``'s duplicates dropped, counting the rows left unmatched; a null matches a null, as in a merge): each
+    column's values hashed once over both frames, the rows numbered by ``unique_rows_by_key``, one ``np.isin``.
+    O((before + after) x columns)."""
+    codes = [pd.factorize(pd.concat([before[c], after[c]], ignore_index=True), use_na_sentinel=False)[0]
+             for c in columns]
+    row = unique_rows_by_key(np.column_stack(codes))[1] if codes else np.zeros(len(before) + len(after), np.int64)
+    return int((~np.isin(row[: len(before)], row[len(before):])).sum())
+
+
 def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: BoundSpec, l: float) -> Report:  # noqa: E741
     """Shmueli-Tassa Def. 3.2: the set E of worlds (the true one included) is l-diverse when no individual is
-    linked to one sensitive value in more than |E|/l of the worlds. One violation per (individual, value).
-    O(worlds x n log n)."""
-    stacked = pd.concat([w[[spec.id, spec.sensitive]].assign(world=name) for name, w in worlds.items()])
-    links = stacked.groupby([spec.id, spec.sensitive]).size().rename("worlds").reset_index()
-    bad = links[links["worlds"] * l > len(worlds)].reset_index(drop=True)
+    linked to one sensitive value in more than |E|/l of the worlds. One violation per (individual, value), in
+    order of id then value. The ids and values are coded by one hash pass each and the (id, value) pairs counted
+    as integers: O(worlds x n log(worlds x n))."""
+    ids = pd.concat([w[spec.id] for w in worlds.values()], ignore_index=True)
+    values = pd.concat([w[spec.sensitive] for w in worlds.values()], ignore_index=True)
+    person, people = pd.factorize(ids, sort=True)  # the (id, value) pairs in sorted order, as a groupby gives them
+    value, domain = pd.factorize(values, sort=True)
+    known = (person >= 0) & (value >= 0)  # a null key is no link, as a groupby drops it
+    keys, links = np.unique(person[known] * max(len(domain), 1) + value[known], return_counts=True)
+    over = links * l > len(worlds)
+    bad = pd.DataFrame({spec.id: np.asarray(people)[keys[over] // max(len(domain), 1)],
+                        spec.sensitive: np.asarray(domain)[keys[over] % max(len(domain), 1)],
+                        "worlds": links[over].astype(np.int64)})
     bad["rule"] = f"Shmueli-Tassa Def. 3.2: |E[v, s]| / |E| <= 1/l = {1 / l:.3g}"
     bad["detail"] = [f"linked to {s!r} in {k} of {len(worlds)} worlds" for s, k in zip(bad[spec.sensitive],
                                                                                         bad["worlds"], strict=True)]
@@ -226,10 +266,20 @@ def verify_sequential_l_diversity(history: History) -> list[Report]:
         missing = pd.DataFrame({"release_id": [last], "rule": ["Shmueli-Tassa Alg. 1: a release has its worlds"],
                                 "detail": ["the history holds no possible-world set for this release"]})
         return [verifier_report("worlds_admitted", missing)]
-    truth = history.snapshot(last).drop(columns="release_id")
+    truth = _coded(history.snapshot(last).drop(columns="release_id"), spec)
     worlds = {"0": truth, **worlds_from_permutations(truth, worlds_of[last], spec)}
     reports = sequential_l_diversity(history.release(last), worlds, spec, l)
     return [*reports, _extends(history, worlds_of, last, before)]
+
+
+def _coded(truth: pd.DataFrame, spec: BoundSpec) -> pd.DataFrame:
+    """``truth`` with its text categorical QIs and sensitive column as pandas categoricals (never null in a
+    validated snapshot), so that the worlds gathered from it carry them too and each world's leaf ranks and value
+    codes are read by counting (``encoding.codes_in``), not hashed again per world: the same values, the same
+    reports. O(n) per column, once."""
+    text = [q for q, qi in spec.quasi_identifiers.items() if not qi.numeric and q in truth.columns]
+    text = [c for c in (*text, spec.sensitive) if c in truth.columns and truth[c].dtype == object]
+    return truth.astype(dict.fromkeys(text, "category")) if text else truth
 
 
 def _worlds_by_release(history: History, releases: list[int]) -> dict[int, pd.DataFrame]:
@@ -254,10 +304,7 @@ def _extends(history: History, worlds_of: dict[int, pd.DataFrame], last: int, be
         if before not in worlds_of:
             parts.append(f"release {before} holds no possible-world set")
         else:
-            columns = ["world", spec.id, source_column(spec)]
-            kept = worlds_of[before][columns].merge(worlds_of[last][columns].drop_duplicates(), how="left",
-                                                    indicator=True)
-            lost = int((kept["_merge"] != "both").sum())
+            lost = _missing_rows(worlds_of[before], worlds_of[last], ["world", spec.id, source_column(spec)])
             if lost:
                 parts.append(f"{lost} world tuple(s) of release {before} are not in release {last}'s worlds")
     violations = pd.DataFrame({

@@ -24,7 +24,7 @@ from ....errors import NotPublishable
 from ..kernels.buckets import buckets_of
 from ..kernels.split import split
 from .buckets import Buckets, linear_sum_assignment
-from .cuts import level_cuts, sort_ranks
+from .cuts import level_cuts
 from .update_sets import classes_of
 
 
@@ -130,9 +130,9 @@ def split_overlapping(
     their values), else by ``decompose`` in QI order (counterfeits last; their values were fixed by
     ``balance_overlapping``, since open ones could be left without a distinct value). Returns ``(group 0.. per
     row, value per row)``.
-    The nodes of a level are cut in batches of one entry count and δ within a power of two, padded (``level_cuts``,
-    ``_best_overlapping_cuts``; each node gets the cut it would get alone): O(n·d² + n·d log n) numpy work per
-    level, O(log δ) levels, plus ``_columns``'s O(n log n) per level and ``decompose`` per other leaf node.
+    The nodes of a level are cut by ``level_cuts`` (a compiled loop node by node; its numpy reference pads them
+    into batches; each node gets the cut it would get alone): O(n·d² + n·d log n) per level, O(log δ) levels, plus
+    ``_columns``'s O(n log n) per level and ``decompose`` per other leaf node.
     """
     V = entries[0].shape[1] if entries else 0
     value = value.copy()
@@ -145,13 +145,12 @@ def split_overlapping(
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.unique(bucket))
     pending = list(zip(np.unique(bucket).tolist(), np.split(order, bounds[1:]), strict=True))
-    ranks = sort_ranks(np.vstack([X, np.full((1, X.shape[1]), np.nan)]))  # the QIs never change: once
     done = 0
     while pending:
         by_size: dict[tuple[int, int], list[int]] = {}
         for i, (b, node) in enumerate(pending):
             by_size.setdefault((shape[b][0], len(node)), []).append(i)
-        cuts = level_cuts(X, entry, value, [(shape[b][0], node) for b, node in pending], V, ranks)
+        cuts = level_cuts(X, entry, value, [(shape[b][0], node) for b, node in pending], V)
         level, pending, leaves = pending, [], []
         for (s, size), members in by_size.items():
             for i in members:
