@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dagster_privrelease.core import partitioned
 from dagster_privrelease.core.partitioned import LocalBackend, Seeds, apply, current, using
 from dagster_privrelease.errors import SpecError
+from tests.budget import examples
 from tests.partitioned_checks import assert_same_labels, naive_apply, random_labels
 
 
@@ -48,7 +49,7 @@ def stream(sizes: list[int], seed: int) -> tuple[np.ndarray, dict[str, np.ndarra
     return keys, {"x": rng.integers(0, 50, size=len(keys))}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(sizes=st.lists(st.integers(1, 30), min_size=1, max_size=12), seed=st.integers(0, 2**32 - 1),
        batch_of=st.lists(st.integers(0, 3), min_size=1, max_size=12))
 def test_ids_do_not_depend_on_how_the_partitions_are_batched(sizes, seed, batch_of):
@@ -59,7 +60,7 @@ def test_ids_do_not_depend_on_how_the_partitions_are_batched(sizes, seed, batch_
     np.testing.assert_array_equal(got, apply(random_labels, keys, columns, seeds, Shuffled([0], seed + 1)))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=20), seed=st.integers(0, 2**32 - 1),
        workers=st.sampled_from([1, 4]))
 def test_local_backend_equals_the_per_partition_reference(sizes, seed, workers):

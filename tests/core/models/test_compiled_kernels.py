@@ -121,7 +121,7 @@ def test_numba_is_imported_by_the_first_kernel_call_not_by_the_package():
     assert done.returncode == 0, done.stderr
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(SEEDS)
 def test_eq4_cut_search_compiled_equals_numpy(seed):
     """``cuts._node_cuts`` (node by node, compiled) and its numpy reference (nodes padded into batches): the same

@@ -18,6 +18,7 @@ from dagster_privrelease.core.models.kernels import split as kernel
 from dagster_privrelease.core.partitioned import LocalBackend, Seeds, using
 from dagster_privrelease.core.progress import LineReporter, reporting
 from dagster_privrelease.errors import NotPublishable
+from tests.budget import examples
 from tests.partitioned_checks import assert_same_labels
 
 from . import seam_streams
@@ -26,7 +27,7 @@ from .test_mondrian import small_tables
 
 
 @pytest.mark.parametrize("relative", [False, True])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 3).flatmap(lambda d: st.lists(st.one_of(balanced_bucket(d), balanced_bucket(d, levels=300)),
                                                     min_size=1, max_size=6)),
        st.randoms(use_true_random=False))
@@ -101,7 +102,7 @@ def grown_at_once(X: np.ndarray, sensitive: np.ndarray, k: int, l: int,  # noqa:
     return mondrian._m_unique_cut(X / scale, ranks, codes, len(values), leaves, k) if unique else leaves
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_tables(), st.sampled_from([1, 2, 4]), st.integers(0, 12))
 def test_mondrian_below_a_cut_has_the_leaves_and_ids_of_the_tree_grown_at_once(table, workers, region_rows):
     """``partition`` with the top levels grown until 4 regions per worker (or a node below ``region_rows``) and
