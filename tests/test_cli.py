@@ -478,7 +478,7 @@ def test_a_duckdb_error_inside_the_release_job_is_one_line_without_its_text(hist
     from dagster_privrelease import pipeline
     from dagster_privrelease.orchestration import run_release
 
-    def refused(store, release_id, attributes=None):
+    def refused(store, release_id, attributes=None, backend=None):
         raise duckdb.ConversionException("Conversion Error: Could not convert string 'pid-000012' to INT32")
 
     monkeypatch.setattr(pipeline, "make_candidate", refused)

@@ -1,7 +1,8 @@
 """A release reads its snapshot and the judge its window as codes (categoricals), and publishes what the object
 path published: 13 m-invariance releases of a text-id stream (people leave, come back, newcomers arrive), each
 snapshot a Parquet file read by ``pipeline.read_snapshot`` and released by ``pipeline.release_next``, are compared
-release by release with a reference saved from the code before this path (``fixtures/release_reference.json``:
+release by release with a reference saved from the code before this path (the partition seam's split, before the
+snapshot was read as codes) (``fixtures/release_reference.json``:
 ``frame_digest`` of each release's published rows and counterfeit counts, which ignores row order and dtypes).
 
 Regenerate the reference only from a checkout whose outputs are known good:

@@ -188,7 +188,7 @@ def candidate_asset(shared: Shared, deps: Sequence[dg.AssetKey]) -> dg.AssetsDef
             part.require_published()
             context.log.info(f"{table.name} release {part.key}: the model's partition-parallel steps run on "
                              f"{resource.where()}")
-            release = pipeline.make_candidate(part.store, part.release_id, _attributes(context), resource.backend())
+            release = pipeline.make_candidate(part.store, part.release_id, _attributes(context), backend=resource.backend())
             # LM, NCP, discernibility of the candidate; the query error needs T(j) and is computed at publication
             spec = part.store.staged_bound_spec(part.release_id)  # the binding columns, not all of T(j)
             utility = summarise(release.table, release.counterfeits, spec)
