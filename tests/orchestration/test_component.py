@@ -120,13 +120,19 @@ def test_a_bad_spec_is_named_with_its_file_and_key():
         body = _attributes(folder, inline=True)
         body["attributes"]["spec"]["model"]["m"] = 1
         (folder / "defs.yaml").write_text(yaml.safe_dump(body))
-        with pytest.raises(Exception) as caught, sandbox.build_all_defs():
-            pass
+        error = _load_error(sandbox)
+    assert str(error) == f"{folder / 'defs.yaml'} (attributes.spec): model.m: must be at least 2, got 1"
+
+
+def _load_error(sandbox) -> SpecError:
+    """The package's SpecError under the exception building the sandbox's definitions raises (Dagster wraps it)."""
+    with pytest.raises(Exception) as caught, sandbox.build_all_defs():
+        pass
     error = caught.value
     while not isinstance(error, SpecError) and error.__cause__ is not None:
         error = error.__cause__
     assert isinstance(error, SpecError)
-    assert str(error) == f"{folder / 'defs.yaml'} (attributes.spec): model.m: must be at least 2, got 1"
+    return error
 
 
 def test_a_backend_block_picks_where_the_split_runs():
@@ -144,11 +150,7 @@ def test_a_backend_block_picks_where_the_split_runs():
             assert isinstance(backend, PrivreleaseBackend) and backend.where() == "spark (local[3])"
         body["attributes"]["backend"] = {"kind": "dask"}
         (folder / "defs.yaml").write_text(yaml.safe_dump(body))
-        with pytest.raises(Exception) as caught, sandbox.build_all_defs():
-            pass
-    error = caught.value
-    while not isinstance(error, SpecError) and error.__cause__ is not None:
-        error = error.__cause__
+        error = _load_error(sandbox)
     assert str(error) == (f"{folder / 'defs.yaml'}: attributes.backend: invalid kind (the fields of "
                           "PrivreleaseBackend: kind local|spark, master, remote, spark_conf)")
 
