@@ -58,8 +58,7 @@ def plain_text(values: pd.Series) -> pd.Series:
     report names (a group's labels), never for a whole window. O(n)."""
     if not isinstance(values.dtype, pd.CategoricalDtype):
         return values
-    return pd.Series(_category_words(values, None)[np.asarray(values.cat.codes, dtype=np.int64)],
-                     index=values.index, name=values.name, dtype=object)
+    return _spelled(values, _category_words(values, None))
 
 
 def as_text(values: pd.Series) -> pd.Series:
@@ -70,11 +69,17 @@ def as_text(values: pd.Series) -> pd.Series:
     if isinstance(values.dtype, pd.CategoricalDtype):
         words = _category_words(values, "nan")
         words[:-1] = [str(w) for w in words[:-1]]
-        return pd.Series(words[np.asarray(values.cat.codes, dtype=np.int64)], index=values.index, name=values.name,
-                         dtype=object)
+        return _spelled(values, words)
     if values.dtype == np.dtype(object) and pd.api.types.infer_dtype(values, skipna=False) == "string":
         return values
     return values.astype(str)
+
+
+def _spelled(values: pd.Series, words: np.ndarray) -> pd.Series:
+    """The categorical ``values`` as the object column of their ``words`` (``_category_words``), looked up by code.
+    O(n)."""
+    return pd.Series(words[np.asarray(values.cat.codes, dtype=np.int64)], index=values.index, name=values.name,
+                     dtype=object)
 
 
 def _category_words(values: pd.Series, null: object) -> np.ndarray:
