@@ -4,15 +4,20 @@
 on all the rows) and with ``naive_apply``, written here from the seam's contract alone: the kernel called once per
 partition, on that partition's rows in input order, and the (key, label) pairs numbered in lexicographic order.
 ``random_labels`` is a picklable toy kernel that draws its labels from ``seeds.rng(key)`` per partition.
+
+``assert_primitives`` checks a backend's global-step primitives (``Aggregations``) against ``naive_count_per_key``
+and ``naive_lookup``, written from their definitions with Python's dicts and sorted lists: typed codes (uint8,
+int16, sparse int64 keys), text ids (``p007``) some of which are absent, and empty inputs.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 import numpy as np
 
-from dagster_privrelease.core.partitioned import Backend, Kernel, LocalBackend, Seeds, apply
+from dagster_privrelease.core.partitioned import Aggregations, Backend, Kernel, LocalBackend, Seeds, apply
 
 
 def random_labels(columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
@@ -51,3 +56,41 @@ def assert_same_labels(kernel: Kernel, keys: np.ndarray, columns: Mapping[str, n
     reference = naive_apply(kernel, keys, columns, seeds)
     np.testing.assert_array_equal(got, reference, err_msg=f"{backend!r} differs from the per-partition reference")
     np.testing.assert_array_equal(inline, reference, err_msg="LocalBackend(workers=1) differs from the reference")
+
+
+def naive_count_per_key(keys: Mapping[str, np.ndarray]) -> dict[str, list[int]]:
+    """``count_per_key`` from its definition: each distinct tuple of the columns once, in sorted order, with the
+    number of rows holding it."""
+    counted = Counter(zip(*(column.tolist() for column in keys.values()), strict=True))
+    tuples = sorted(counted)
+    return {**{name: [t[i] for t in tuples] for i, name in enumerate(keys)}, "count": [counted[t] for t in tuples]}
+
+
+def naive_lookup(keys: np.ndarray, table: np.ndarray) -> list[int]:
+    """``lookup`` from its definition: each key's position in ``table``, -1 when absent."""
+    position = {key: i for i, key in enumerate(table.tolist())}
+    return [position.get(key, -1) for key in keys.tolist()]
+
+
+def assert_primitives(backend: Aggregations) -> None:
+    """``backend``'s ``count_per_key`` and ``lookup`` equal the naive references on typed codes, sparse keys, text
+    ids and empty inputs, and keep the columns' types."""
+    rng = np.random.default_rng(17)
+    keys = {"bucket": rng.integers(0, 5, 300).astype(np.int64) * 1_000_003, "value": rng.integers(0, 7, 300)
+            .astype(np.uint8), "flag": rng.integers(-2, 2, 300).astype(np.int16)}
+    for names in (["bucket", "value"], ["value"], ["flag", "bucket", "value"]):
+        part = {name: keys[name] for name in names}
+        got = backend.count_per_key(part, "test counts")
+        assert {name: got[name].tolist() for name in got} == naive_count_per_key(part), names
+        assert all(got[name].dtype == part[name].dtype for name in names) and got["count"].dtype == np.int64
+    empty = backend.count_per_key({"value": np.zeros(0, np.uint8)}, "test counts")
+    assert empty["value"].tolist() == [] and empty["count"].tolist() == []
+    table = np.array([f"p{i:03d}" for i in rng.permutation(40)], dtype=object)
+    probe = np.array([f"p{i:03d}" for i in rng.integers(0, 60, 120)], dtype=object)  # a third absent, repeats
+    got = backend.lookup(probe, table, "test lookup")
+    assert got.dtype == np.int64 and got.tolist() == naive_lookup(probe, table)
+    codes = rng.permutation(50).astype(np.int64) * 7
+    probe = rng.integers(0, 400, 90).astype(np.int64)
+    assert backend.lookup(probe, codes, "test lookup").tolist() == naive_lookup(probe, codes)
+    assert backend.lookup(probe, codes[:0], "test lookup").tolist() == [-1] * len(probe)
+    assert backend.lookup(probe[:0], codes, "test lookup").tolist() == []

@@ -15,6 +15,14 @@ this package (the split, Mondrian) are deterministic and ignore their seeds.
 Which backend runs: ``current()``, set for a block by ``using(backend)`` (the pipeline wraps a model's ``publish``
 in it), else a ``LocalBackend`` of ``PRIVRELEASE_WORKERS`` threads (default: the machine's cores).
 
+The global steps (issue #27): what reads every partition at once goes through a few primitives over columns of
+codes, the way PipelineDP's ``pipeline_backend`` puts one algorithm on a local or a Spark backend
+(``count_per_element``, ``filter_by_key``): ``Aggregations.count_per_key`` (a group-by count) and
+``Aggregations.lookup`` (a left join against distinct keys). A backend that has them runs them where its data is
+(Spark: a DataFrame aggregation and a join); ``dense_counts`` and ``lookup`` fall back to the local ones for a
+backend that does not. Their results are defined from the data alone (keys in lexicographic order, rows in input order), so
+every backend returns the same arrays.
+
 Pure: numpy only, no Dagster, no DuckDB, no pyspark.
 """
 
@@ -26,13 +34,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import SpecError
 
-__all__ = ["Backend", "Kernel", "LocalBackend", "Seeds", "apply", "current", "numbered", "parallelism", "using"]
+__all__ = ["Aggregations", "Backend", "Kernel", "LocalBackend", "Seeds", "aggregations", "apply", "current",
+           "dense_counts", "lookup", "numbered", "parallelism", "using"]
 
 #: The environment variable holding the local backend's number of threads.
 WORKERS = "PRIVRELEASE_WORKERS"
@@ -74,6 +83,31 @@ class Backend(Protocol):
     def run(self, kernel: Kernel, columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
         """The kernel's labels for every row of ``columns`` (input row order), the backend choosing how to batch
         whole partitions (rows of equal ``columns["key"]``) into calls and where to run them."""
+        ...
+
+
+@runtime_checkable
+class Aggregations(Protocol):
+    """The global steps' primitives, run where the backend's data is (PipelineDP's ``pipeline_backend`` shape).
+
+    Each names its ``step`` (a fixed string of the code, never a value), which a backend's error names. Their
+    results depend on the data alone, so every implementation returns the same arrays.
+
+    Attributes:
+        name: what the UI and the run log call the backend.
+    """
+
+    name: str
+
+    def count_per_key(self, keys: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
+        """The distinct tuples of the integer columns ``keys`` (n rows each) with how many rows hold each: the
+        same names, each tuple once, in lexicographic order of the columns as given, and ``"count"`` (int64).
+        SQL's ``SELECT keys, count(*) GROUP BY keys ORDER BY keys``."""
+        ...
+
+    def lookup(self, keys: np.ndarray, table: np.ndarray, step: str) -> np.ndarray:
+        """For each of ``keys``, the position in ``table`` (distinct keys: integer codes or text ids) of the equal
+        key, -1 when none: a left join of ``keys`` against ``table``, as int64 in the order of ``keys``."""
         ...
 
 
@@ -155,6 +189,52 @@ class LocalBackend:
         with ThreadPoolExecutor(max_workers=len(batches)) as pool:
             list(pool.map(call, batches, [copy_context() for _ in batches]))
         return labels
+
+
+    def count_per_key(self, keys: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
+        """``Aggregations.count_per_key`` on this process: one lexsort of the rows, O(n log n)."""
+        names = list(keys)
+        columns = [np.asarray(keys[name]) for name in names]
+        order = np.lexsort(columns[::-1]) if names else np.zeros(0, dtype=np.int64)
+        ordered = [column[order] for column in columns]
+        new = np.zeros(len(order), dtype=bool)
+        new[:1] = True
+        for column in ordered:
+            new[1:] |= column[1:] != column[:-1]
+        starts = np.flatnonzero(new)
+        return {**{name: column[starts] for name, column in zip(names, ordered, strict=True)},
+                "count": np.diff(np.r_[starts, len(order)]).astype(np.int64)}
+
+    def lookup(self, keys: np.ndarray, table: np.ndarray, step: str) -> np.ndarray:
+        """``Aggregations.lookup`` on this process: a hash index of ``table`` probed by ``keys`` (pandas),
+        O(len(keys) + len(table))."""
+        import pandas as pd  # the judge's frames are pandas already; the partition seam alone needs numpy
+
+        return pd.Index(np.asarray(table)).get_indexer(np.asarray(keys)).astype(np.int64)
+
+
+def aggregations(backend: Backend | None = None) -> Aggregations:
+    """The global steps' primitives of ``backend`` (None: ``current()``), or the local ones when it has none (a
+    backend that only runs kernels). O(1)."""
+    backend = current() if backend is None else backend
+    return backend if isinstance(backend, Aggregations) else LocalBackend(workers=1)
+
+
+def dense_counts(keys: Mapping[str, np.ndarray], shape: tuple[int, ...], step: str,
+                 backend: Backend | None = None) -> np.ndarray:
+    """``np.bincount`` of the tuples of ``keys`` as a dense int64 array of ``shape`` (one dimension per column,
+    codes within it), counted by ``backend``'s ``count_per_key`` (None: ``current()``). Cost: the count, then a
+    scatter of the distinct tuples."""
+    counted = aggregations(backend).count_per_key(keys, step)
+    out = np.zeros(shape, dtype=np.int64)
+    out[tuple(counted[name] for name in keys)] = counted["count"]
+    return out
+
+
+def lookup(keys: np.ndarray, table: np.ndarray, step: str, backend: Backend | None = None) -> np.ndarray:
+    """``Aggregations.lookup`` on ``backend`` (None: ``current()``): each key's position in ``table``, -1 when
+    absent."""
+    return aggregations(backend).lookup(keys, table, step)
 
 
 def _cuts(sorted_keys: np.ndarray, batches: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from dagster_privrelease.core import partitioned
 from dagster_privrelease.core.partitioned import LocalBackend, Seeds, apply, current, using
 from dagster_privrelease.errors import SpecError
 from tests.budget import examples
-from tests.partitioned_checks import assert_same_labels, naive_apply, random_labels
+from tests.partitioned_checks import assert_primitives, assert_same_labels, naive_apply, random_labels
 
 
 class Shuffled:
@@ -176,3 +176,28 @@ def test_a_backend_returning_the_wrong_number_of_labels_is_refused():
 
     with pytest.raises(ValueError, match="backend 'short' returned"):
         apply(random_labels, np.arange(3), {}, Seeds(0, 1), Short())
+
+
+def test_local_primitives_equal_the_naive_references() -> None:
+    assert_primitives(LocalBackend(workers=2))
+
+
+def test_a_backend_without_primitives_counts_and_looks_up_locally() -> None:
+    """A backend that only runs kernels (no ``Aggregations``) still serves the global steps: ``dense_counts`` and
+    ``lookup`` fall back to the local primitives, with ``np.bincount``'s and the definition's results."""
+
+    class KernelsOnly:
+        name = "kernels-only"
+
+        def run(self, kernel, columns, seeds):
+            return kernel(columns, seeds)
+
+    backend = KernelsOnly()
+    assert not isinstance(backend, partitioned.Aggregations)
+    assert isinstance(partitioned.aggregations(backend), LocalBackend)
+    rows, values = np.array([0, 2, 2, 1, 2]), np.array([1, 0, 0, 3, 1])
+    expected = np.bincount(rows * 4 + values, minlength=12).reshape(3, 4)
+    np.testing.assert_array_equal(partitioned.dense_counts({"r": rows, "v": values}, (3, 4), "t", backend), expected)
+    with using(backend):
+        assert partitioned.lookup(np.array(["b", "z"], dtype=object), np.array(["a", "b"], dtype=object),
+                                  "t").tolist() == [1, -1]
