@@ -23,3 +23,8 @@ class StoreError(PrivReleaseError):
 
 class DatasetUnavailable(PrivReleaseError):
     """A bundled real dataset could not be fetched or verified (no network and no cache, bad checksum)."""
+
+
+class BackendError(PrivReleaseError):
+    """A backend (Spark) failed to run a step of a release: the message names the step and how many partitions or
+    rows it had, never the engine's own text (it may quote stored values); nothing was published."""

@@ -1,6 +1,8 @@
 """The Spark backend of the partition seam against the contract: the labels of ``apply`` on Spark equal those of the
 inline local backend and of the per-partition reference (``tests.partitioned_checks``), whatever the batching, and
-the columns reach the kernel with their numpy types and values (unsigned codes, NaN counterfeits)."""
+the columns reach the kernel with their numpy types and values (unsigned codes, NaN counterfeits); its global-step
+primitives equal their naive references; a kernel that fails on Spark is one ``BackendError`` line naming the step
+and its size, never Spark's text."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import numpy as np
 import pytest
 
 from dagster_privrelease.core.partitioned import Seeds, apply
-from tests.partitioned_checks import assert_same_labels, random_labels
+from dagster_privrelease.errors import BackendError
+from tests.partitioned_checks import assert_primitives, assert_same_labels, random_labels
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -79,3 +82,31 @@ def test_split_kernel_same_groups_on_spark(spark) -> None:
     for batches in (2, 5):
         assert_same_labels(partial(kernel.split_buckets, table=table), keys, kernel.split_columns(ranks, values),
                            Seeds(0, 1), SparkBackend(spark, batches))
+
+
+def test_primitives_on_spark_equal_the_naive_references(spark) -> None:
+    from dagster_privrelease.spark import SparkBackend
+
+    assert_primitives(SparkBackend(spark))
+    with pytest.raises(BackendError, match="holds a key more than once"):
+        SparkBackend(spark).lookup(np.array([4, 5]), np.array([5, 4, 5]), "test lookup")
+
+
+def refuse_thirteen(columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
+    """A careless kernel: it refuses the row whose ``x`` is 13 with a message quoting a person and a value."""
+    if (columns["x"] == 13).any():
+        raise ValueError("p013 has hiv")
+    return columns["x"].astype(np.int64)
+
+
+def test_a_failing_kernel_is_one_line_naming_the_step_never_sparks_text(spark) -> None:
+    from dagster_privrelease.spark import SparkBackend
+
+    keys, x = np.repeat(np.arange(6), 5), np.arange(30)
+    with pytest.raises(BackendError) as caught:
+        apply(refuse_thirteen, keys, {"x": x}, Seeds(1, 1), SparkBackend(spark, batches=3))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "kernel refuse_thirteen on 6 partition(s) of 30 rows in 3 batch(es)" in message, message
+    assert "p013" not in message and "hiv" not in message and "Traceback" not in message
+    assert caught.value.__cause__ is None and caught.value.__context__ is None  # Spark's text travels nowhere
