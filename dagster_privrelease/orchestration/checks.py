@@ -22,9 +22,11 @@ from dagster import AssetCheckExecutionContext
 from .. import pipeline
 from ..core.judge import attack_registry
 from ..core.judge.history import Report
+from ..core.partitioned import using
 from .expectations import validate_release
 from .partitions import step
 from .report import verdict, verdict_table
+from .resources import PrivreleaseBackend
 from .translator import ReleaseTable
 
 #: The blocking checks of a candidate.
@@ -69,10 +71,12 @@ def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey, guarantee: st
     ]
 
     @dg.multi_asset_check(
-        specs=specs, name=f"{table.name}_judge", required_resource_keys={table.store}, pool=table.pool
+        specs=specs, name=f"{table.name}_judge", required_resource_keys={table.store, table.backend},
+        pool=table.pool,
     )
     def judge_candidate(context: AssetCheckExecutionContext):
-        with step(context, table) as part:
+        backend: PrivreleaseBackend = getattr(context.resources, table.backend)
+        with step(context, table) as part, using(backend.backend()):  # the judge's joins run where the model ran
             reports = pipeline.judge(part.store, part.release_id)
         guarantees = [r for r in reports if r.summary.get("kind") != "attack"]
         attacks = [r for r in reports if r.summary.get("kind") == "attack"]

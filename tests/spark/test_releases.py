@@ -1,11 +1,15 @@
 """The same release on both backends (issue #27): for m-invariance and the baselines k-anonymity and ℓ-diversity, a
 stream of eight releases with text ids (``p007``) published through ``pipeline.release_next`` with the local
-backend and with Spark ``local[2]`` leaves the same rows in every published table. The Spark backend counts its
-calls, so a model that stopped going through the seam would fail here instead of passing on local work alone."""
+backend and with Spark ``local[2]`` (and, for m-invariance, through Spark Connect) leaves the same rows in every
+published table, the same verdicts of the judge and the same judge's memo. The Spark backend counts its kernels'
+rows and its primitives' steps, so a model or a judge's fold that stopped going through the seam would fail here
+instead of passing on local work alone."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -56,18 +60,29 @@ def published(path: Path) -> dict[str, pd.DataFrame]:
             "release": con.sql("SELECT * FROM published.release ORDER BY ALL").df(),
             "counterfeit": con.sql("SELECT * FROM published.counterfeit ORDER BY ALL").df(),
             "manifest": con.sql("SELECT * EXCLUDE (created_at) FROM published.manifest ORDER BY release_id").df(),
+            "verdict": con.sql("SELECT * FROM published.verdict ORDER BY ALL").df(),
+            "judge memo": con.sql("SELECT release_id, name, frame FROM private.judge_memo ORDER BY ALL").df(),
         }
 
 
 class Counting:
-    """A backend that forwards to ``inner`` and counts the rows it was given."""
+    """A backend that forwards to ``inner`` and counts the rows of its kernels and the calls of each primitive's
+    step."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.name, self.workers, self.rows = inner, inner.name, inner.workers, 0
+        self.inner, self.name, self.workers, self.rows, self.steps = inner, inner.name, inner.workers, 0, Counter()
 
     def run(self, kernel: Kernel, columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
         self.rows += len(columns["key"])
         return self.inner.run(kernel, columns, seeds)
+
+    def count_per_key(self, keys: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
+        self.steps[step] += 1
+        return self.inner.count_per_key(keys, step)
+
+    def lookup(self, keys: np.ndarray, table: np.ndarray, step: str) -> np.ndarray:
+        self.steps[step] += 1
+        return self.inner.lookup(keys, table, step)
 
 
 def publish_stream(path: Path, model: Mapping, backend) -> dict[str, pd.DataFrame]:
@@ -78,17 +93,44 @@ def publish_stream(path: Path, model: Mapping, backend) -> dict[str, pd.DataFram
     return published(path)
 
 
+@cache
+def published_locally(name: str, folder: Path) -> dict[str, pd.DataFrame]:
+    """The stream of model ``name`` published on the local backend (once per test run)."""
+    return publish_stream(folder / f"{name}.duckdb", MODELS[name], LocalBackend(workers=2))
+
+
+def assert_same_stream(name: str, local: dict[str, pd.DataFrame], remote: dict[str, pd.DataFrame],
+                       on_spark: Counting) -> None:
+    """Every published table, the verdicts and the judge's memo are equal, and the stream went through Spark:
+    the kernels, the judge's look-up by individual, and m-invariance's counts per signature."""
+    assert on_spark.rows > 0, f"{name} never ran a kernel on the Spark backend"
+    assert on_spark.steps["intersection runs by individual"] >= 8, on_spark.steps
+    if name == "m_invariance":
+        assert on_spark.steps["counts per signature"] == 8 and on_spark.steps["counts of the new tuples"] == 8
+    assert len(local["manifest"]) == 8 and local["release"]["release_id"].nunique() == 8
+    assert len(local["verdict"]) > 8 and len(local["judge memo"]) > 8
+    for table, rows in local.items():
+        pd.testing.assert_frame_equal(remote[table], rows, obj=f"{name}: {table}")
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_spark_publishes_the_rows_local_publishes(spark, tmp_path, name) -> None:
+def test_spark_publishes_the_rows_local_publishes(spark, tmp_path, tmp_path_factory, name) -> None:
     from dagster_privrelease.spark import SparkBackend
 
-    local = publish_stream(tmp_path / "local.duckdb", MODELS[name], LocalBackend(workers=2))
     on_spark = Counting(SparkBackend(spark, batches=3))
     remote = publish_stream(tmp_path / "spark.duckdb", MODELS[name], on_spark)
-    assert on_spark.rows > 0, f"{name} never ran a kernel on the Spark backend"
-    assert len(local["manifest"]) == 8 and local["release"]["release_id"].nunique() == 8
-    for table, rows in local.items():
-        pd.testing.assert_frame_equal(remote[table], rows, obj=f"{name}: published.{table}")
+    assert_same_stream(name, published_locally(name, tmp_path_factory.getbasetemp()), remote, on_spark)
+
+
+def test_spark_connect_publishes_the_rows_local_publishes(connect, tmp_path, tmp_path_factory) -> None:
+    """The same m-invariance stream through a Spark Connect client: kernels in ``applyInArrow``, counts and the
+    judge's join as DataFrame operations, no ``sparkContext`` on the client."""
+    from dagster_privrelease.spark import SparkBackend
+
+    on_connect = Counting(SparkBackend(connect, batches=3))
+    remote = publish_stream(tmp_path / "connect.duckdb", MODELS["m_invariance"], on_connect)
+    local = published_locally("m_invariance", tmp_path_factory.getbasetemp())
+    assert_same_stream("m_invariance", local, remote, on_connect)
 
 
 def test_spark_reads_the_exported_releases(spark, tmp_path) -> None:

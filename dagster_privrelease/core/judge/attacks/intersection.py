@@ -17,6 +17,7 @@ import pandas as pd
 from ...encoding import codes_in, encode, sensitive_codes
 from ...grouping import pack_bits, popcount, qi_classes, released_attributes, unpack_bits
 from ...intervals import contained_union_distinct
+from ...partitioned import lookup
 from ..history import Bound, History, Report
 from ..report import attack_report, candidate_tuples, nobody_attacked, skipped
 
@@ -134,7 +135,8 @@ def intersection_runs(history: History) -> pd.DataFrame:
     as ``History.memo[(RUNS, n)]`` (and read from there when asked again). One fold reads release j's candidate sets (``candidate_sets``) and its
     snapshot's ids and values only: O(n_j + individuals seen) (a hash look-up of release j's ids among the
     latest runs, a word-wise AND, an append), so judging release n costs O(n_n + individuals seen), not
-    O(history).
+    O(history). The look-up of release j's individuals among the latest runs (a join by id) runs on the current
+    backend (``partitioned.lookup``).
     """
     ids = history.release_ids
     if not ids:
@@ -160,7 +162,7 @@ def _fold(history: History, state: pd.DataFrame | None, releases: list[int]) -> 
         bits = pack_bits(css)
         value = codes_in(who[spec.sensitive], spec.sensitive_values)
         latest = np.flatnonzero(runs["latest"].to_numpy())
-        at = pd.Index(runs[spec.id].to_numpy()[latest]).get_indexer(who[spec.id].to_numpy())
+        at = lookup(who[spec.id].to_numpy(), runs[spec.id].to_numpy()[latest], "intersection runs by individual")
         row = np.r_[latest, -1][at]  # the individual's latest run, -1 for a first appearance
         same = (row >= 0) & (np.r_[runs["value"].to_numpy(np.int64), 0][row] == value)
         keep = row[same]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import NotPublishable
+from ...partitioned import dense_counts
 from ...spec import BoundSpec
 
 __all__ = ["assign", "balance", "buckets_of", "eligible_cap", "hold_back_mask", "refuse_unless_eligible"]
@@ -92,9 +93,9 @@ def buckets_of(
     bucket_bytes = bucket_keys.view(np.uint8).reshape(len(bucket_keys), packed.shape[1])
     bucket_sig = np.unpackbits(bucket_bytes, axis=1, count=V).astype(bool)
     B = len(bucket_keys)
-    counts = np.bincount(bucket_old.reshape(-1) * V + codes[old], minlength=B * V).reshape(B, V)
+    counts = dense_counts({"bucket": bucket_old.reshape(-1), "value": codes[old]}, (B, V), "counts per signature")
     new_rows = np.flatnonzero(~old)
-    new_counts = np.bincount(codes[new_rows], minlength=V)
+    new_counts = dense_counts({"value": codes[new_rows]}, (V,), "counts of the new tuples")
     shortage = (counts.max(axis=1, initial=0)[:, None] - counts) * bucket_sig
     moved = balance(shortage, bucket_sig.sum(axis=1), new_counts, m)
     fakes = shortage - moved
