@@ -77,8 +77,9 @@ def assert_primitives(backend: Aggregations) -> None:
     ids and empty inputs, and keep the columns' types."""
     rng = np.random.default_rng(17)
     keys = {"bucket": rng.integers(0, 5, 300).astype(np.int64) * 1_000_003, "value": rng.integers(0, 7, 300)
-            .astype(np.uint8), "flag": rng.integers(-2, 2, 300).astype(np.int16)}
-    for names in (["bucket", "value"], ["value"], ["flag", "bucket", "value"]):
+            .astype(np.uint8), "flag": rng.integers(-2, 2, 300).astype(np.int16), "group": rng.integers(0, 9, 300)}
+    # dense codes (a local backend may count them in cells) and sparse or negative ones (sorted)
+    for names in (["group", "value"], ["value"], ["bucket", "value"], ["flag", "bucket", "value"]):
         part = {name: keys[name] for name in names}
         got = backend.count_per_key(part, "test counts")
         assert {name: got[name].tolist() for name in got} == naive_count_per_key(part), names

@@ -192,9 +192,18 @@ class LocalBackend:
 
 
     def count_per_key(self, keys: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
-        """``Aggregations.count_per_key`` on this process: one lexsort of the rows, O(n log n)."""
+        """``Aggregations.count_per_key`` on this process: ``np.bincount`` of the tuples' mixed-radix index when
+        the columns are non-negative codes whose product of ranges is at most ``max(4 n, 2^16)`` cells (O(n +
+        cells)), else one lexsort of the rows (O(n log n))."""
         names = list(keys)
         columns = [np.asarray(keys[name]) for name in names]
+        dense = _dense_cells(columns)
+        if dense is not None:
+            counted = np.bincount(np.ravel_multi_index(columns, dense), minlength=int(np.prod(dense)))
+            present = np.flatnonzero(counted)  # ascending flat index: the tuples in lexicographic order
+            tuples = np.unravel_index(present, dense)
+            return {**{name: t.astype(c.dtype) for name, t, c in zip(names, tuples, columns, strict=True)},
+                    "count": counted[present].astype(np.int64)}
         order = np.lexsort(columns[::-1]) if names else np.zeros(0, dtype=np.int64)
         ordered = [column[order] for column in columns]
         new = np.zeros(len(order), dtype=bool)
@@ -210,7 +219,17 @@ class LocalBackend:
         O(len(keys) + len(table))."""
         import pandas as pd  # the judge's frames are pandas already; the partition seam alone needs numpy
 
-        return pd.Index(np.asarray(table)).get_indexer(np.asarray(keys)).astype(np.int64)
+        return pd.Index(np.asarray(table)).get_indexer(np.asarray(keys)).astype(np.int64, copy=False)
+
+
+def _dense_cells(columns: list[np.ndarray]) -> tuple[int, ...] | None:
+    """Each column's range (its maximum + 1) when every column holds non-negative integers and their product is at
+    most ``max(4 n, 2^16)`` cells (a dense count is then cheaper than a sort), else None. O(n) per column."""
+    n = len(columns[0]) if columns else 0
+    if not n or any(c.dtype.kind not in "iu" or c.min() < 0 for c in columns):
+        return None
+    ranges = tuple(int(c.max()) + 1 for c in columns)
+    return ranges if float(np.prod([float(r) for r in ranges])) <= max(4 * n, 1 << 16) else None
 
 
 def aggregations(backend: Backend | None = None) -> Aggregations:
