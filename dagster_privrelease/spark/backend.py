@@ -22,6 +22,7 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import ArrayLike
 from pyspark.sql import DataFrame, SparkSession
 
 from ..core.partitioned import Kernel, Seeds
@@ -104,11 +105,12 @@ class SparkBackend:
         return {**{name: column[order] for name, column in zip(names, columns, strict=True)},
                 "count": out.column("count").to_numpy().astype(np.int64)[order]}
 
-    def lookup(self, keys: np.ndarray, table: np.ndarray, step: str) -> np.ndarray:
+    def lookup(self, keys: ArrayLike, table: ArrayLike, step: str) -> np.ndarray:
         """``Aggregations.lookup`` as a left join of (key, row) with (key, position) on Spark (a shuffle of both
         sides by key, or a broadcast of the smaller), positions put in place by row on the driver. A key of
         ``table`` held twice doubles rows of the join: refused (``BackendError``), as the local lookup refuses it.
         Cost: both columns copied once to the JVM, one join; the driver holds two int64 arrays."""
+        keys, table = np.asarray(keys), np.asarray(table)  # a categorical column as its values
         n = len(keys)
         if n == 0 or len(table) == 0:
             return np.full(n, -1, dtype=np.int64)

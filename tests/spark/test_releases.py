@@ -102,11 +102,13 @@ def published_locally(name: str, folder: Path) -> dict[str, pd.DataFrame]:
 def assert_same_stream(name: str, local: dict[str, pd.DataFrame], remote: dict[str, pd.DataFrame],
                        on_spark: Counting) -> None:
     """Every published table, the verdicts and the judge's memo are equal, and the stream went through Spark:
-    the kernels, the judge's look-up by individual, and m-invariance's counts per signature."""
+    the kernels, the judge's look-up by individual, and m-invariance's joins by id (Lemma 4) and counts per
+    signature."""
     assert on_spark.rows > 0, f"{name} never ran a kernel on the Spark backend"
     assert on_spark.steps["intersection runs by individual"] >= 8, on_spark.steps
     if name == "m_invariance":
         assert on_spark.steps["counts per signature"] == 8 and on_spark.steps["counts of the new tuples"] == 8
+        assert on_spark.steps["previous hosting by individual"] == 7, on_spark.steps
     assert len(local["manifest"]) == 8 and local["release"]["release_id"].nunique() == 8
     assert len(local["verdict"]) > 8 and len(local["judge memo"]) > 8
     for table, rows in local.items():

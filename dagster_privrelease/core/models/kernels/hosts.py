@@ -12,6 +12,7 @@ import pandas as pd
 
 from ....errors import NotPublishable
 from ...encoding import dense_unique, sensitive_codes
+from ...partitioned import lookup
 from ...release import PreviousRelease
 from ...spec import BoundSpec
 
@@ -42,11 +43,13 @@ class LastGroups:
 def last_groups(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease) -> LastGroups:
     """``LastGroups`` of the validated T(n) ``snapshot``: T*(n-1)'s groups (all of them, with the index of each id
     hosted there) and the groups that last hosted the returning tuples. NotPublishable when a published row holds
-    a value the spec's sensitive domain no longer has. O(|T(n)| + |T*(n-1)|) plus the returning tuples' groups."""
+    a value the spec's sensitive domain no longer has. O(|T(n)| + |T*(n-1)|) plus the returning tuples' groups.
+    The joins of T(n)'s ids with T*(n-1)'s hosting and T(n-1) (Lemma 4) run on the current backend
+    (``partitioned.lookup``)."""
     ids = snapshot[spec.id]
-    where = pd.Index(previous.hosting[spec.id]).get_indexer(ids)
+    where = lookup(ids, previous.hosting[spec.id], "previous hosting by individual")
     old = where >= 0
-    before = pd.Index(previous.snapshot[spec.id]).get_indexer(ids[old])
+    before = lookup(ids[old], previous.snapshot[spec.id], "previous values by individual")
     was = np.full(len(snapshot), "", dtype=object)
     was[old] = previous.snapshot[spec.sensitive].astype(str).to_numpy()[before]
     rows = [(np.full(len(previous.table), previous.release_id, dtype=np.int64), previous.table)]
