@@ -20,6 +20,7 @@ import pytest
 from dagster_privrelease import pipeline
 from dagster_privrelease.core.partitioned import Kernel, LocalBackend, Seeds, using
 from dagster_privrelease.core.spec import parse_spec
+from dagster_privrelease.errors import BackendError
 from dagster_privrelease.storage import ReleaseStore
 from dagster_privrelease.testing.contract import CLINIC
 
@@ -149,3 +150,45 @@ def test_spark_reads_the_exported_releases(spark, tmp_path) -> None:
     read = read[list(expected.columns)].sort_values(list(expected.columns), ignore_index=True)
     assert sorted(read["release_id"].unique().tolist()) == [1, 2, 3]
     pd.testing.assert_frame_equal(read, expected, check_dtype=False)
+
+
+def refuse_everything(columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
+    """A kernel that fails on any row, quoting a person as a careless kernel might."""
+    raise ValueError(f"p{int(columns['key'][0]):03d} is hiv")
+
+
+class FailingOnce(Counting):
+    """The Spark backend, whose first kernel call runs ``refuse_everything`` instead of the model's kernel."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.failed = False
+
+    def run(self, kernel: Kernel, columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
+        failing, self.failed = not self.failed, True
+        return super().run(refuse_everything if failing else kernel, columns, seeds)
+
+
+def test_a_kernel_failing_on_spark_publishes_nothing_and_the_retry_publishes(spark, tmp_path,
+                                                                             tmp_path_factory) -> None:
+    """Release 2's split fails on Spark: one ``BackendError`` line, release 1 stays the only one published; the
+    same snapshot published again (the same backend, its kernel now healthy) is release 2, row for row the
+    local backend's."""
+    from dagster_privrelease.spark import SparkBackend
+
+    first, second = stream(2)
+    spec = parse_spec({**CLINIC, "model": dict(MODELS["m_invariance"]), "seed": 11})
+    store = ReleaseStore(tmp_path / "s.duckdb", spec)
+    assert pipeline.release_next(store, first)["outcome"] == "published"
+    backend = FailingOnce(SparkBackend(spark, batches=2))
+    with using(backend), pytest.raises(BackendError) as caught:
+        pipeline.release_next(store, second)
+    assert "kernel refuse_everything" in str(caught.value) and "hiv" not in str(caught.value)
+    assert published(tmp_path / "s.duckdb")["manifest"]["release_id"].tolist() == [1]
+    with using(backend):
+        assert pipeline.release_next(store, second)["outcome"] == "published"
+    local = published_locally("m_invariance", tmp_path_factory.getbasetemp())
+    got = published(tmp_path / "s.duckdb")
+    for table in ("release", "counterfeit"):
+        expected = local[table][local[table]["release_id"] <= 2].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got[table], expected, obj=table)
