@@ -77,6 +77,8 @@ def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey, guarantee: st
     def judge_candidate(context: AssetCheckExecutionContext):
         backend: PrivreleaseBackend = getattr(context.resources, table.backend)
         with step(context, table) as part, using(backend.backend()):  # the judge's joins run where the model ran
+            context.log.info(f"{table.name} release {part.key}: the judge's joins by individual run on "
+                             f"{backend.where()}")
             reports = pipeline.judge(part.store, part.release_id)
         guarantees = [r for r in reports if r.summary.get("kind") != "attack"]
         attacks = [r for r in reports if r.summary.get("kind") == "attack"]

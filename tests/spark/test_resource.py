@@ -34,6 +34,7 @@ def test_release_job_runs_on_spark_and_says_so(spark, tmp_path) -> None:
         assert where == ("spark (local[2])" if kind == "spark" else "local")
         logs = [e.user_message for e in instance.all_logs(row["run_id"])]
         assert any(f"partition-parallel steps run on {where}" in m for m in logs), logs
+        assert any(f"judge's joins by individual run on {where}" in m for m in logs), logs
         with duckdb.connect(str(tmp_path / f"{kind}.duckdb"), read_only=True) as con:
             rows[kind] = con.sql("SELECT * FROM published.release ORDER BY ALL").fetchall()
     assert rows["spark"] == rows["local"] and len(rows["local"]) > 0
