@@ -28,6 +28,9 @@ class History:
     snapshots:    ``private.snapshot``: ``release_id, <id>, <attributes>`` (T(j)); the publisher's truth and the
                   adversary's background knowledge B(n) (QI values and lifespans, Xiao-Tao Def. 6).
     hosting:      ``private.hosting``: ``release_id, <id>, group_id`` (each genuine tuple's hosting group).
+                  The store gives these four frames with their text columns as pandas categoricals whose
+                  categories are sorted (``StoreReader.history``): a verifier or attack reads them as it reads
+                  text (equality, order, grouping with ``observed=True``), never by a category's position.
     candidate_sets: the judge's own memo, release id -> the candidate sensitive sets of that release's
                   individuals (``judge.attacks.candidate_sets``: a boolean matrix, rows in snapshot order). Derived
                   from the fields above only; the store keeps it for published releases so that judging
