@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dagster_privrelease import pipeline
+from dagster_privrelease.core.judge.history import rows_of
 from dagster_privrelease.core.judge.run import attack_history, verify_history
 from dagster_privrelease.core.spec import parse_spec
 from dagster_privrelease.storage import ReleaseStore, read
+from tests.budget import examples
 from tests.core.judge.test_fast_judge import assert_same_report
 from tests.storage.conftest import SPEC
 from tests.test_judge_window import DISEASES, comebacks, make_candidate, stream
@@ -78,3 +83,24 @@ def test_a_text_id_stream_is_judged_through_the_coded_window_like_the_plain_comp
         seen = [set(s["pid"]) for s in snapshots()]
         assert any(p not in seen[j - 1] and any(p in s for s in seen[: j - 1])
                    for j in range(2, RELEASES) for p in seen[j]), "somebody came back"
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.integers(1, 3), max_size=25), st.integers(0, 4),
+       st.lists(st.sampled_from(["release_id", "x", "label", "y"]), min_size=1, max_size=4, unique=True))
+def test_the_columns_of_one_release_are_those_of_the_masked_copy(ids, release_id, columns):
+    """``History.release(j, columns)`` / ``rows_of(..., columns)`` (what an attack reads of a release without
+    copying the rest, e.g. the equivalence attack's group ids and values) give the definition's frame,
+    ``frame[frame.release_id == j][columns].reset_index(drop=True)``: same rows, order, columns, dtypes (a
+    categorical stays one) and a 0..n-1 index; a copy."""
+    n = len(ids)
+    frame = pd.DataFrame({"release_id": np.asarray(ids, dtype=np.int64), "x": np.arange(n, dtype=np.float64),
+                          "label": pd.Categorical([None if i % 3 == 0 else f"v{i % 5}" for i in range(n)]),
+                          "y": np.where(np.arange(n) % 4 == 0, np.nan, np.arange(n))}, index=np.arange(n)[::-1])
+    expected = frame[frame["release_id"] == release_id][columns].reset_index(drop=True)
+    got = rows_of(frame, release_id, columns)
+    pd.testing.assert_frame_equal(got, expected)
+    if len(got):
+        got.iloc[0, 0] = got.iloc[-1, 0]
+        pd.testing.assert_frame_equal(frame[frame["release_id"] == release_id][columns].reset_index(drop=True),
+                                      expected)
