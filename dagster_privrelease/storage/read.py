@@ -562,10 +562,13 @@ def memo_frame(blob: bytes) -> pd.DataFrame:
     """An entry of the judge's memo as ``write.memo_blob`` stored it (an Arrow IPC stream), or as stores written
     before it did (a Parquet file, told by its leading magic bytes ``PAR1``; an IPC stream starts with a
     continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond LZ4's
-    decompression), then converted to pandas once. O(size of the entry)."""
+    decompression), then converted to pandas once, each text cell its own string: an entry's text is mostly ids,
+    one per row, which Arrow's de-duplication (``deduplicate_objects``) would hash into a table as large as the
+    strings to find none equal (it raised reading the 300k-row entries of a Census-KDD window by 0.1 GB a table).
+    O(size of the entry)."""
     if blob[:4] == _PARQUET_MAGIC:
         return pd.read_parquet(io.BytesIO(blob))
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas()
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas(deduplicate_objects=False)
 
 
 def _manifest(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
