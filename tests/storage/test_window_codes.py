@@ -45,6 +45,7 @@ CASES = {
 COMPARED = (3, RELEASES)
 
 
+@pytest.mark.slow  # 12 releases through the pipeline, three judgings at some: about 10 s a model
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_text_id_stream_is_judged_through_the_coded_window_like_the_plain_complete_history(tmp_path, monkeypatch,
                                                                                             case):
