@@ -26,7 +26,16 @@ from ..core.models.recorded import RECORDED
 from ..core.release import PreviousRelease, Release
 from ..core.spec import BoundSpec
 from ..errors import StoreError
-from .connection import first_row, open_duckdb, query_frame, quote, release_rows, scalar, table_exists
+from .connection import (
+    first_row,
+    open_duckdb,
+    query_frame,
+    quote,
+    release_arrow_memory,
+    release_rows,
+    scalar,
+    table_exists,
+)
 from .schema import StoreSchema, ids_text, is_staged, published_ids, snapshot_size, state_tables, stored_snapshot
 from .write import archive_table, frame_digest
 
@@ -260,7 +269,10 @@ class StoreReader(StoreSchema):
         ``History.states``: for each state name, the rows of ``private.state_<name>`` of releases 1..upto, then
         (with a candidate) those of ``private.candidate_state_<name>`` of release i, with ``release_id``; a name
         with no such rows is left out. Snapshots are as staged: what a model's state changes about them is the
-        model's ``judged`` view. ``History.memo``: the judge's memo of release ``last - 1``.
+        model's ``judged`` view. The published rows, R(j), the snapshots and the hosting groups are read with
+        their text columns as categoricals (``_rows_upto``). ``History.memo``: the judge's memo of release
+        ``last - 1``. The memory Arrow's pool held for the reading is given back to the system when it ends
+        (``release_arrow_memory``): the frames are the window's memory, not the batches they were read from.
 
         ``since``: the first release whose rows are read (``History.first``); 1 reads every published row (cost
         linear in the history's size), ``last - 1`` a window of two releases (cost independent of the history's
@@ -303,12 +315,11 @@ class StoreReader(StoreSchema):
                 if len(frame):
                     states[name] = frame
 
-            return History(
+            history = History(
                 spec=self._bound_spec(con, self._binding_columns(con, last)),
                 releases=read("published.release", "private.candidate_release"),
                 counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
-                snapshots=query_frame(con, "SELECT * FROM private.snapshot WHERE release_id BETWEEN ? AND ?",
-                                      [since, last]),
+                snapshots=_rows_upto(con, "private.snapshot", since, last, None, None),
                 hosting=read("private.hosting", "private.candidate_hosting"),
                 candidate_sets=_candidate_sets(con, last),
                 memo=_judge_memo(con, last - 1, self.spec.id,
@@ -316,6 +327,8 @@ class StoreReader(StoreSchema):
                 states=states,
                 first=since,
             )
+        release_arrow_memory()  # the Arrow batches of the window, converted and freed: numpy's frames come next
+        return history
 
     def published_columns(self) -> list[tuple[str, str]]:
         """``(name, DuckDB type)`` of every column of ``published.release``, in table order (the catalogue, no
@@ -549,10 +562,13 @@ def memo_frame(blob: bytes) -> pd.DataFrame:
     """An entry of the judge's memo as ``write.memo_blob`` stored it (an Arrow IPC stream), or as stores written
     before it did (a Parquet file, told by its leading magic bytes ``PAR1``; an IPC stream starts with a
     continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond LZ4's
-    decompression), then converted to pandas once. O(size of the entry)."""
+    decompression), then converted to pandas once, each text cell its own string: an entry's text is mostly ids,
+    one per row, which Arrow's de-duplication (``deduplicate_objects``) would hash into a table as large as the
+    strings to find none equal (it raised reading the 300k-row entries of a Census-KDD window by 0.1 GB a table).
+    O(size of the entry)."""
     if blob[:4] == _PARQUET_MAGIC:
         return pd.read_parquet(io.BytesIO(blob))
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas()
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas(deduplicate_objects=False)
 
 
 def _manifest(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -30,7 +30,7 @@ from ..core.models import find
 from ..core.release import Release
 from ..core.spec import BoundSpec, validate_snapshot
 from ..errors import StoreError
-from .connection import quote, scalar, table_exists
+from .connection import quote, release_arrow_memory, scalar, table_exists
 from .schema import (
     StoreSchema,
     ids_text,
@@ -335,7 +335,8 @@ class StoreWriter(StoreSchema):
 
         An entry kept by append (``history.ARCHIVED``) is stored as its schema alone (a marker, no rows) and its
         units not kept yet are appended to ``private.judge_archive_<name>`` (``_archive``), where they stay until a
-        discard drops them with their release."""
+        discard drops them with their release. The memory Arrow's pool held for the entries is given back to the
+        system at the end (``connection.release_arrow_memory``)."""
         if not memo:
             return
         keys = sorted(memo)
@@ -360,6 +361,7 @@ class StoreWriter(StoreSchema):
             finally:
                 con.unregister(_FRAME)
             _insert(con, "private.judge_memo", entries)
+        release_arrow_memory()  # the entries' Arrow tables, serialised and freed
 
 
 def memo_blob(frame: pd.DataFrame) -> bytes:

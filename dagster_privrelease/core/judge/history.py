@@ -7,7 +7,7 @@ private snapshots and hosting groups. It never reads a model's internals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,6 +28,9 @@ class History:
     snapshots:    ``private.snapshot``: ``release_id, <id>, <attributes>`` (T(j)); the publisher's truth and the
                   adversary's background knowledge B(n) (QI values and lifespans, Xiao-Tao Def. 6).
     hosting:      ``private.hosting``: ``release_id, <id>, group_id`` (each genuine tuple's hosting group).
+                  The store gives these four frames with their text columns as pandas categoricals whose
+                  categories are sorted (``StoreReader.history``): a verifier or attack reads them as it reads
+                  text (equality, order, grouping with ``observed=True``), never by a category's position.
     candidate_sets: the judge's own memo, release id -> the candidate sensitive sets of that release's
                   individuals (``judge.attacks.candidate_sets``: a boolean matrix, rows in snapshot order). Derived
                   from the fields above only; the store keeps it for published releases so that judging
@@ -111,30 +114,35 @@ class History:
             self._shared[key] = build()
         return self._shared[key]
 
-    def release(self, release_id: int) -> pd.DataFrame:
-        """The published rows of one release (index 0..n-1), a copy. O(rows); the memory of one copy of them
-        (``rows_of``)."""
-        return rows_of(self.releases, release_id)
+    def release(self, release_id: int, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The published rows of one release (index 0..n-1), a copy; only ``columns`` (in that order) when given.
+        O(rows); the memory of one copy of the columns taken (``rows_of``): a reader of a few columns asks for
+        them (a Census-KDD release has 25, 16 of them 8-byte numbers)."""
+        return rows_of(self.releases, release_id, columns)
 
-    def snapshot(self, release_id: int) -> pd.DataFrame:
-        """The snapshot T(j) of one release (index 0..n-1), a copy; needs the private snapshots. O(rows); the
-        memory of one copy of them (``rows_of``)."""
+    def snapshot(self, release_id: int, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The snapshot T(j) of one release (index 0..n-1), a copy, only ``columns`` when given; needs the private
+        snapshots. O(rows); the memory of one copy of the columns taken (``rows_of``)."""
         if self.snapshots is None:
             raise ValueError("history: no snapshots (the private side) to read T(j) from")
-        return rows_of(self.snapshots, release_id)
+        return rows_of(self.snapshots, release_id, columns)
 
 
-def rows_of(frame: pd.DataFrame, release_id: int) -> pd.DataFrame:
+def rows_of(frame: pd.DataFrame, release_id: int, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The rows of ``frame`` whose ``release_id`` is ``release_id``, in order, as a new frame indexed 0..n-1: the
-    frame ``frame[frame["release_id"] == release_id].reset_index(drop=True)`` gives, with one copy of the rows
-    instead of two (the mask's take, then ``reset_index``'s copy, both held at once at 10M rows). O(rows of
-    ``frame``) time, O(rows of the release) memory."""
-    return taken(frame, np.flatnonzero(frame["release_id"].to_numpy() == release_id))
+    frame ``frame[frame["release_id"] == release_id].reset_index(drop=True)`` gives (its ``columns`` only, when
+    given), with one copy of the rows instead of two (the mask's take, then ``reset_index``'s copy, both held at
+    once at 10M rows). O(rows of ``frame``) time, O(rows of the release x columns taken) memory."""
+    return taken(frame, np.flatnonzero(frame["release_id"].to_numpy() == release_id), columns)
 
 
-def taken(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
-    """``frame.iloc[positions].reset_index(drop=True)`` with one copy of the rows instead of two. O(positions)."""
-    out = frame.take(positions)
+def taken(frame: pd.DataFrame, positions: np.ndarray, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """``frame.iloc[positions].reset_index(drop=True)`` (of ``columns`` only, when given) with one copy of the
+    rows taken instead of two, and none of the columns left out. O(positions x columns taken)."""
+    if columns is None:
+        out = frame.take(positions)
+    else:
+        out = frame.iloc[positions, frame.columns.get_indexer(list(columns))]
     out.index = pd.RangeIndex(len(out))
     return out
 

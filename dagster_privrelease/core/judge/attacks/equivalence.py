@@ -297,7 +297,7 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
     store read back (``ARCHIVED``: the classes of who comes back) and release j's retired ones."""
     if state.status == NON_HOMOGENEOUS:
         return state
-    table = history.release(release_id)
+    table = history.release(release_id, ["group_id", history.spec.sensitive])  # all ``_release_members`` reads
     if table["group_id"].isna().any():
         return _empty_state(history, NON_HOMOGENEOUS)
     ident = history.spec.id

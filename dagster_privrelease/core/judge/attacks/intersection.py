@@ -106,7 +106,7 @@ def release_classes(history: History, release_id: int) -> Classes:
 def snapshot_ids(history: History, release_id: int) -> pd.Index:
     """The individuals of T(j) (``History.snapshot``'s ids, in order), computed once per judging pass
     (``History.shared``). O(n_j)."""
-    return history.shared(("ids", release_id), lambda: pd.Index(history.snapshot(release_id)[history.spec.id]))
+    return history.shared(("ids", release_id), lambda: pd.Index(history.snapshot(release_id, [history.spec.id])[history.spec.id]))
 
 
 def _release_boxes(history: History, release_id: int) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
