@@ -164,8 +164,12 @@ def split_ranked(codes: np.ndarray, table: np.ndarray, values: np.ndarray, bucke
     relabel[by_s] = np.arange(B)
     bucket, node_s = relabel[bucket], node_s[by_s]
     node_c = size[by_s] // node_s
-    keys = (bucket * S + values) * table.shape[1]  # past every code (at most K, ``rank_codes``)
+    keys = bucket * S + values  # (bucket, value): a uint16 when it fits (``_sorted_by`` radix-sorts it)
     del bucket
+    if keys.max(initial=0) < 2**16 and codes.dtype.itemsize <= 2:
+        keys = keys.astype(np.uint16)
+    else:
+        keys *= table.shape[1]  # past every code (at most K, ``rank_codes``)
     perms = np.empty((d, n), dtype=index)
     rows = np.empty((d, n, d), dtype=codes.dtype)
     with ThreadPoolExecutor(max_workers=max(1, min(d, os.cpu_count() or 1))) as pool:
@@ -341,10 +345,15 @@ def _split_levels(perms: np.ndarray, rows: np.ndarray, table: np.ndarray, node_s
 
 
 def _sorted_by(keys: np.ndarray, codes: np.ndarray, perms: np.ndarray, rows: np.ndarray, i: int) -> None:
-    """``perms[i]``: the positions sorted by ``keys`` (bucket and value, scaled past every rank), then QI ``i``'s
-    rank (a counterfeit's code 0 first); ``rows[i]``: their ranks in that order. One stable argsort, O(n log n),
-    and one gather of the (n, d) ranks."""
-    perms[i] = np.argsort(keys + codes[:, i], kind="stable")
+    """``perms[i]``: the positions sorted by ``keys`` (bucket and value), then QI ``i``'s rank (a counterfeit's code
+    0 first), then position; ``rows[i]``: their ranks in that order. ``keys`` as uint16: two stable radix sorts,
+    by the rank then by the key, O(n); else the keys scaled past every rank, one stable argsort of their sum with
+    the ranks, O(n log n). Then one gather of the (n, d) ranks."""
+    if keys.dtype == np.uint16:
+        by_rank = np.argsort(codes[:, i], kind="stable")
+        perms[i] = by_rank[np.argsort(keys[by_rank], kind="stable")]
+    else:
+        perms[i] = np.argsort(keys + codes[:, i], kind="stable")
     np.take(codes, perms[i], axis=0, out=rows[i])
 
 
@@ -456,8 +465,8 @@ def _running_extent(values: np.ndarray, low: np.ndarray, high: np.ndarray, offse
     indices, exactly, and the values read after: a node's extents are the same floats wherever it sits in the
     level (float offsets would round a value by the ulp of its node's offset, so a bucket's cuts could depend on
     the buckets split beside it, which ``core.partitioned`` forbids). Two running maxima (``np.maximum.accumulate``,
-    sequential, the split's dominant cost), two gathers from the K + 2 values and a few element-wise operations:
-    O(columns)."""
+    sequential, the reference split's dominant cost), two gathers from the K + 2 values and a few element-wise
+    operations: O(columns)."""
     top = high + offset
     np.maximum.accumulate(top, out=top)
     top -= offset
