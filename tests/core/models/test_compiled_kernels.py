@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dagster_privrelease.core.models.kernels import split as split_kernel
 from dagster_privrelease.core.models.kernels.compiled import Kernel, references
 from dagster_privrelease.core.models.m_distinct import assignment, cuts
 from dagster_privrelease.core.spec import parse_spec
@@ -140,3 +141,30 @@ def test_eq4_cut_search_compiled_equals_numpy(seed):
     assert (slow[-1] != -2).all()  # the reference decided every node (-1: no valid cut)
     np.testing.assert_array_equal(fast[-1], slow[-1])
     np.testing.assert_array_equal(fast[-2], slow[-2])
+
+
+@pytest.mark.parametrize("relative", [False, True])
+@settings(max_examples=examples(100), deadline=None)
+@given(SEEDS)
+def test_split_levels_compiled_equals_numpy(relative, seed):
+    """``kernels.split._split_levels`` (node by node from a queue, compiled) and its numpy reference (every node
+    of a level at once): the same group of every tuple, ids included, on balanced buckets of several signature
+    sizes with counterfeits (NaN QIs) and coarse grids of QI values (ties of the perimeter sum), for m-invariance's
+    perimeters and Li-Zhou eq. 4's relative ones (m-Distinct)."""
+    rng = np.random.default_rng(seed)
+    d, grid = int(rng.integers(1, 5)), int(rng.choice([1, 3, 1000]))
+    parts_x, parts_v, parts_b = [], [], []
+    for b in range(int(rng.integers(1, 5))):
+        s, c = int(rng.integers(1, 5)), int(rng.integers(2, 25))
+        x = rng.integers(0, grid + 1, size=(s * c, d)) / grid
+        x[rng.random(s * c) < 0.1] = np.nan  # counterfeits: no QI values
+        parts_x.append(x)
+        parts_v.append(np.repeat(rng.choice(8, size=s, replace=False), c))
+        parts_b.append(np.full(s * c, 10 - b))
+    order = rng.permutation(sum(len(v) for v in parts_v))  # the buckets' rows interleaved
+    X, values, bucket = np.vstack(parts_x)[order], np.concatenate(parts_v)[order], np.concatenate(parts_b)[order]
+    fast = split_kernel.split(X, values, bucket, relative=relative)
+    with references():
+        slow = split_kernel.split(X, values, bucket, relative=relative)
+    assert len(np.unique(slow)) > len(parts_v)  # the reference cut buckets into several groups
+    np.testing.assert_array_equal(fast, slow)

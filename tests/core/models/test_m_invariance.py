@@ -618,3 +618,22 @@ def test_dense_unique_is_numpys_unique(ids, shift):
         uniques, inverse = dense_unique(values)
         expected, expected_inverse = np.unique(values, return_inverse=True)
         assert np.array_equal(uniques, expected) and np.array_equal(inverse, expected_inverse.reshape(-1))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([2, 300, 70_000]))
+def test_split_permutations_sort_by_bucket_value_rank_then_position(seed, values):
+    """``kernels.split._sorted_by`` on both of its paths (a (bucket, value) key of 16 bits: two radix sorts; a wider
+    one: one argsort of the scaled key plus the rank) against the definition, a lexsort by (bucket and value, rank,
+    position); every row's ranks gathered in that order."""
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(1, 60)), int(rng.integers(1, 4))
+    codes = rng.integers(0, 4, size=(n, d)).astype(np.uint8)  # 0: a counterfeit
+    run = rng.integers(0, 3, n) * values + rng.integers(0, values, n)
+    keys = run.astype(np.uint16) if run.max() < 2**16 else run * 6  # past every code, as ``split_ranked``
+    perms, rows = np.empty((d, n), dtype=np.int32), np.empty((d, n, d), dtype=np.uint8)
+    for i in range(d):
+        kernel._sorted_by(keys, codes, perms, rows, i)
+        want = np.lexsort((np.arange(n), codes[:, i], run))
+        np.testing.assert_array_equal(perms[i], want)
+        np.testing.assert_array_equal(rows[i], codes[want])

@@ -21,6 +21,7 @@ import numpy as np
 from ...encoding import dense_ranks
 from ...partitioned import Seeds
 from ...spec import BoundSpec
+from .compiled import compiled
 
 __all__ = ["normalised", "number_groups", "rank_codes", "split", "split_buckets", "split_columns"]
 
@@ -103,21 +104,19 @@ def split(X: np.ndarray, values: np.ndarray, buckets: np.ndarray, relative: bool
 
     A bucket of c tuples per value is halved into buckets of k and c - k per value, the cut ``k`` and the QI
     ``i`` chosen among all ``d·(c - 1)`` cuts of the per-value lists sorted along ``i`` for the least perimeter
-    sum |B1|·Σ l(B1) + |B2|·Σ l(B2), until c = 1. All buckets of a recursion level are cut together: per QI
-    the rows are kept in one permutation (by bucket, value, then that QI) where every bucket is an s x c block;
-    the column extremes of all nodes with the same s are one reduction over an (s, columns) block, the prefix
-    and suffix extents of every cut are segmented running max/min, and the halves are a stable partition of
-    every permutation. The reductions run on each tuple's dense ranks (``rank_codes``: one byte per QI on
-    Census-KDD), and every permutation carries its tuples' ranks in its own order, moved by the same stable
-    partition (sequential writes) instead of gathered at random every level (a cache miss per tuple at 10M
-    rows). The d permutations are independent within a step, so they run on a thread per core (numpy releases
-    the GIL); the result does not depend on the threads. O(n·d²) per level.
+    sum |B1|·Σ l(B1) + |B2|·Σ l(B2), until c = 1. Per QI the rows are kept in one permutation (by bucket,
+    value, then that QI) where every node is an s x c block; a node's cut reads its columns' extremes and their
+    running extremes from each end, and its halves are a stable partition of its block in every permutation
+    (``_split_levels``, compiled, node by node; its numpy reference cuts every node of a level together). The
+    extremes are taken on each tuple's dense ranks (``rank_codes``: one byte per QI on Census-KDD), and every
+    permutation carries its tuples' ranks in its own order, moved by the same stable partition (sequential
+    writes) instead of gathered at random every level (a cache miss per tuple at 10M rows). The d permutations
+    are sorted on a thread per core (numpy releases the GIL); the result does not depend on the threads.
+    O(n·d²) per level.
 
     Memory (10M rows, 7 QIs): ``X`` is freed once ranked (pass it as an expression), the permutations are int32
-    below 2^31 rows and replaced in place (``_in_place``: never two copies of all of them), and the cut costs are
-    summed one QI at a time (temporaries of one float per column, not d): O(n·d) bytes of ranks plus 4·n·d of
-    permutations, and O(n) per thread at a level. On 1M Census-KDD rows (release 2, tracemalloc) ``publish``'s
-    peak went from 0.56 GB to 0.42 GB (the split's own from 0.36 GB to 0.21 GB), with the same release.
+    below 2^31 rows and cut in place: O(n·d²) bytes of ranks (each permutation's) plus 4·n·d of permutations,
+    and O(n) beside them.
 
     ``relative``: measure each half's extent l along a QI relative to the node's own extent I on that QI
     (Li-Zhou eq. 4, split_score = Σ |B_i|·Σ_j l_ij / I_j) instead of relative to the domain (§4.3, the default);
@@ -148,7 +147,8 @@ def split_buckets(columns: Mapping[str, np.ndarray], seeds: Seeds, *, table: np.
 def split_ranked(codes: np.ndarray, table: np.ndarray, values: np.ndarray, buckets: np.ndarray,
                  relative: bool = False) -> np.ndarray:
     """``split`` on the ranks of its ``X`` (``codes`` and ``table`` from ``rank_codes``): a group id 0..g-1 per
-    row."""
+    row. The d permutations (by bucket, value, then one QI's rank) are sorted on a thread per core, each with its
+    tuples' ranks in its order; the levels of the recursion are ``_split_levels`` (compiled)."""
     n, d = codes.shape
     index = np.int32 if n < 2**31 else np.int64  # positions: half the memory of int64 below 2^31 rows
     _, bucket = np.unique(buckets, return_inverse=True)
@@ -164,42 +164,197 @@ def split_ranked(codes: np.ndarray, table: np.ndarray, values: np.ndarray, bucke
     relabel[by_s] = np.arange(B)
     bucket, node_s = relabel[bucket], node_s[by_s]
     node_c = size[by_s] // node_s
-    run = bucket * S + values
-    packed = codes.view(np.dtype((np.void, codes.itemsize * d))).reshape(-1)  # a tuple's d ranks as one item
+    keys = bucket * S + values  # (bucket, value): a uint16 when it fits (``_sorted_by`` radix-sorts it)
+    del bucket
+    if keys.max(initial=0) < 2**16 and codes.dtype.itemsize <= 2:
+        keys = keys.astype(np.uint16)
+    else:
+        keys *= table.shape[1]  # past every code (at most K, ``rank_codes``)
+    perms = np.empty((d, n), dtype=index)
+    rows = np.empty((d, n, d), dtype=codes.dtype)
+    with ThreadPoolExecutor(max_workers=max(1, min(d, os.cpu_count() or 1))) as pool:
+        list(pool.map(partial(_sorted_by, keys, codes, perms, rows), range(d)))
+    del keys, codes  # every permutation carries its own ranks from here on
     groups = np.empty(n, dtype=np.int64)
-    left = np.empty(n, dtype=bool)
+    _split_levels(perms, rows, table, node_s.astype(np.int64), node_c.astype(np.int64), relative, groups)
+    return groups
+
+
+def _split_levels_numpy(perms: np.ndarray, rows: np.ndarray, table: np.ndarray, node_s: np.ndarray,
+                        node_c: np.ndarray, relative: bool, groups: np.ndarray) -> None:
+    """The reference of ``_split_levels``: all the nodes of a level cut together, the d permutations on a thread
+    per core (numpy releases the GIL): the column extremes of all nodes with the same s are one reduction over an
+    (s, columns) block, the prefix and suffix extents of every cut are segmented running max/min
+    (``_running_extent``), and the halves are a stable partition of every permutation (``_cut``). ``perms`` and
+    ``rows`` are read, not changed."""
+    d = len(perms)
+    item = np.dtype((np.void, rows.dtype.itemsize * d))
+    perm_list = list(perms)
+    row_list = [r.view(item).reshape(-1) for r in rows]  # a tuple's d ranks as one item
+    ranks = Ranks(rows.dtype, table)
+    left = np.empty(len(groups), dtype=bool)
     next_group = 0
     with ThreadPoolExecutor(max_workers=max(1, min(d, os.cpu_count() or 1))) as pool:
-        # per QI, by bucket, value, then that QI's rank (a counterfeit's code 0 sorts first)
-        keys = run * table.shape[1]  # past every code (at most K, ``rank_codes``), wherever the ranks were made
-        del run, bucket
-        perms = list(pool.map(partial(_sorted_by, keys, codes, index), range(d)))
-        del keys
-        rows = list(pool.map(packed.__getitem__, perms))  # per permutation, its tuples' ranks in its order
-        ranks = Ranks(codes.dtype, table)
-        del packed, codes  # every permutation carries its own ranks from here on
         while len(node_c):
             level = Level.of(node_s, node_c)
             done = node_c == 1
             if done.any():
                 at = done[level.node]
-                groups[perms[0][at]] = next_group + np.cumsum(done)[level.node[at]] - 1
+                groups[perm_list[0][at]] = next_group + np.cumsum(done)[level.node[at]] - 1
                 next_group += int(done.sum())
                 kept = ~at
-                _in_place(pool, lambda p, r, kept=kept: (p[kept], r[kept]), perms, rows)
+                _in_place(pool, lambda p, r, kept=kept: (p[kept], r[kept]), perm_list, row_list)
                 node_s, node_c = node_s[~done], node_c[~done]
                 continue
-            cuts = _best_cuts(pool, rows, ranks, level, relative)
-            _cut(pool, perms, rows, level, cuts, left)
+            cuts = _best_cuts(pool, row_list, ranks, level, relative)
+            _cut(pool, perm_list, row_list, level, cuts, left)
             node_c = np.stack([cuts.col, node_c - cuts.col], axis=1).reshape(-1)
             node_s = np.repeat(node_s, 2)
-    return groups
 
 
-def _sorted_by(keys: np.ndarray, codes: np.ndarray, index: type, i: int) -> np.ndarray:
-    """The positions sorted by ``keys`` (bucket and value, scaled past every rank), then QI ``i``'s rank, as
-    ``index`` integers: one stable argsort, O(n log n)."""
-    return np.argsort(keys + codes[:, i], kind="stable").astype(index)
+@compiled(_split_levels_numpy)
+def _split_levels(perms: np.ndarray, rows: np.ndarray, table: np.ndarray, node_s: np.ndarray,
+                  node_c: np.ndarray, relative: bool, groups: np.ndarray) -> None:
+    """The recursion of ``split`` (§4.3) from its first level, node by node in the order of its numpy reference
+    (a queue: each level's nodes in turn, a node's halves in its place), so that ``groups`` gets the same ids.
+
+    Args:
+        perms: (d, n) per QI the tuples, by bucket, value, then that QI's rank; bucket b is the block of
+            ``node_s[b] * node_c[b]`` positions after the earlier buckets', value by value. Changed in place.
+        rows: (d, n, d) the ranks (``rank_codes``) of every permutation's tuples, in its order. Changed in place.
+        table: (d, K + 2) the values by rank (``rank_codes``).
+        node_s: per bucket, its signature size s, non-decreasing.
+        node_c: per bucket, its tuples per value c.
+        relative: extents over the node's own extent per QI (``split``).
+        groups: (n,) filled with each tuple's group.
+
+    A node of c >= 2 columns is cut at the QI and column of the least perimeter sum: per permutation, its
+    columns' lowest and highest rank per QI, their running extremes from each end, the extents read from
+    ``table`` and summed over the QIs in QI order, the same floats as ``_best_cuts``; ties go to the first QI,
+    then among costs within 1e-9 (relative) of the least to the most even cut, then the first. Its tuples move
+    to their half by a stable partition of every permutation. O(s·c·d²) a node, O(n·d²) a level; memory
+    O(n) beside the inputs.
+    """
+    d = perms.shape[0]
+    n = perms.shape[1]
+    K = table.shape[1] - 2
+    total = 0
+    widest, block = 1, 1
+    for b in range(len(node_c)):
+        total += node_c[b]
+        widest = max(widest, node_c[b])
+        block = max(block, node_s[b] * node_c[b])
+    # the queue: every node in it has a column of its own, so it never holds more than all the columns
+    q_s = np.empty(total + 1, dtype=np.int64)
+    q_at = np.empty(total + 1, dtype=np.int64)
+    q_c = np.empty(total + 1, dtype=np.int64)
+    head, tail, at = 0, 0, 0
+    for b in range(len(node_c)):
+        q_s[tail], q_at[tail], q_c[tail] = node_s[b], at, node_c[b]
+        tail += 1
+        at += node_s[b] * node_c[b]
+    lowest_code = np.empty((widest, d), dtype=np.int64)
+    highest_code = np.empty((widest, d), dtype=np.int64)
+    ahead, behind = np.empty(widest), np.empty(widest)
+    prefix, suffix = np.empty(widest), np.empty(widest)
+    best_cost, best_attr = np.empty(widest), np.empty(widest, dtype=np.int64)
+    left = np.zeros(n, dtype=np.bool_)
+    moved = np.empty(block, dtype=perms.dtype)
+    moved_rows = np.empty((block, d), dtype=rows.dtype)
+    next_group = 0
+    size = total + 1
+    while head != tail:
+        s, a, c = q_s[head], q_at[head], q_c[head]
+        head = (head + 1) % size
+        if c == 1:
+            for p in range(a, a + s):
+                groups[perms[0, p]] = next_group
+            next_group += 1
+            continue
+        best_cost[:c] = np.inf
+        best_attr[:c] = 0
+        for i in range(d):
+            ranks = rows[i]
+            for t in range(c):  # each column's lowest and highest rank index per QI (K and -1: none)
+                for j in range(d):
+                    low, high = K, -1
+                    for r in range(s):
+                        code = np.int64(ranks[a + r * c + t, j]) - 1  # -1: a counterfeit, in neither extreme
+                        high = max(high, code)
+                        low = min(low, code if code >= 0 else K)
+                    lowest_code[t, j], highest_code[t, j] = low, high
+            prefix[:c] = 0.0
+            suffix[:c] = 0.0
+            for j in range(d):
+                top, bottom = -1, K
+                for t in range(c):
+                    top = max(top, highest_code[t, j])
+                    bottom = min(bottom, lowest_code[t, j])
+                    x = table[j, top if top >= 0 else K + 1] - table[j, bottom]
+                    ahead[t] = x if x > 0.0 else 0.0
+                top, bottom = -1, K
+                for t in range(c - 1, -1, -1):
+                    top = max(top, highest_code[t, j])
+                    bottom = min(bottom, lowest_code[t, j])
+                    x = table[j, top if top >= 0 else K + 1] - table[j, bottom]
+                    behind[t] = x if x > 0.0 else 0.0
+                if relative:  # the node's extent on this QI is the prefix extent at its last column
+                    full = ahead[c - 1] if ahead[c - 1] > 0 else np.inf
+                    for t in range(c):
+                        ahead[t] = ahead[t] / full
+                        behind[t] = behind[t] / full
+                for t in range(c):
+                    prefix[t] += ahead[t]
+                    suffix[t] += behind[t]
+            for k in range(1, c):
+                cost = np.float64(s) * (np.float64(k) * prefix[k - 1] + (np.float64(c) - np.float64(k)) * suffix[k])
+                if cost < best_cost[k]:
+                    best_cost[k], best_attr[k] = cost, i
+        lowest = np.inf
+        for k in range(1, c):
+            lowest = min(lowest, best_cost[k])
+        cut, even = 0, 2 * c + 1
+        for k in range(1, c):
+            if best_cost[k] <= lowest + 1e-9 * (1.0 + lowest) and abs(2 * k - c) < even:
+                cut, even = k, abs(2 * k - c)
+        attr = best_attr[cut]
+        for r in range(s):
+            for t in range(c):
+                left[perms[attr, a + r * c + t]] = t < cut
+        for i in range(d):  # stable partition of the node's block: its left half first
+            perm, ranks = perms[i], rows[i]
+            to_left, to_right = 0, s * cut
+            for p in range(a, a + s * c):
+                if left[perm[p]]:
+                    to = to_left
+                    to_left += 1
+                else:
+                    to = to_right
+                    to_right += 1
+                moved[to] = perm[p]
+                for j in range(d):
+                    moved_rows[to, j] = ranks[p, j]
+            for p in range(s * c):
+                perm[a + p] = moved[p]
+                for j in range(d):
+                    ranks[a + p, j] = moved_rows[p, j]
+        q_s[tail], q_at[tail], q_c[tail] = s, a, cut
+        tail = (tail + 1) % size
+        q_s[tail], q_at[tail], q_c[tail] = s, a + s * cut, c - cut
+        tail = (tail + 1) % size
+
+
+def _sorted_by(keys: np.ndarray, codes: np.ndarray, perms: np.ndarray, rows: np.ndarray, i: int) -> None:
+    """``perms[i]``: the positions sorted by ``keys`` (bucket and value), then QI ``i``'s rank (a counterfeit's code
+    0 first), then position; ``rows[i]``: their ranks in that order. ``keys`` as uint16: two stable radix sorts,
+    by the rank then by the key, O(n); else the keys scaled past every rank, one stable argsort of their sum with
+    the ranks, O(n log n). Then one gather of the (n, d) ranks."""
+    if keys.dtype == np.uint16:
+        by_rank = np.argsort(codes[:, i], kind="stable")
+        perms[i] = by_rank[np.argsort(keys[by_rank], kind="stable")]
+    else:
+        perms[i] = np.argsort(keys + codes[:, i], kind="stable")
+    np.take(codes, perms[i], axis=0, out=rows[i])
 
 
 def rank_codes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -310,8 +465,8 @@ def _running_extent(values: np.ndarray, low: np.ndarray, high: np.ndarray, offse
     indices, exactly, and the values read after: a node's extents are the same floats wherever it sits in the
     level (float offsets would round a value by the ulp of its node's offset, so a bucket's cuts could depend on
     the buckets split beside it, which ``core.partitioned`` forbids). Two running maxima (``np.maximum.accumulate``,
-    sequential, the split's dominant cost), two gathers from the K + 2 values and a few element-wise operations:
-    O(columns)."""
+    sequential, the reference split's dominant cost), two gathers from the K + 2 values and a few element-wise
+    operations: O(columns)."""
     top = high + offset
     np.maximum.accumulate(top, out=top)
     top -= offset
