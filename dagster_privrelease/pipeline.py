@@ -448,20 +448,21 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
 
 
 def _publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> dict:
-    """``publish``'s body, once no blocking report failed."""
-    release = store.candidate(release_id)
-    snapshot = store.snapshot(release_id)
-    spec = store.bound_spec(snapshot)
-    utility = summarise(release.table, release.counterfeits, spec, snapshot=snapshot)
+    """``publish``'s body, once no blocking report failed: the utility summary over the columns it reads, as codes
+    (``StoreReader.candidate_measures``), then the candidate published inside DuckDB
+    (``StoreWriter.publish_candidate``): the release's labels never reach Python."""
+    table, counterfeits, snapshot = store.candidate_measures(release_id)
+    utility = summarise(table, counterfeits, store.staged_bound_spec(release_id), snapshot=snapshot)
+    del table, snapshot
     checks = {r.name: bool(r.ok) for r in reports}
-    store.publish(release_id, release, checks, utility, verdicts(reports))
-    delta = release_changes(store, release_id, snapshot)
+    published = store.publish_candidate(release_id, checks, utility, verdicts(reports))
+    delta = release_changes(store, release_id)
     return {
         "release_id": release_id,
-        "model": release.model,
-        "rows": len(release.table),
-        "groups": release.groups,
-        "counterfeits": release.counterfeit_count,
+        "model": published["model"],
+        "rows": published["rows"],
+        "groups": published["groups"],
+        "counterfeits": published["counterfeits"],
         **delta,
         "checks": checks,
         "utility": utility,

@@ -36,6 +36,7 @@ from typing import Any, Self
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import StoreError
 
@@ -373,6 +374,11 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -
     if row is None:
         raise StoreError(f"the release store is inconsistent: no row for {sql!r} {args or ''}")
     return row[0]
+
+
+def is_text(kind: pa.DataType) -> bool:
+    """Whether an Arrow type is text (plain, large or view)."""
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
 
 
 def query_frame(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -> pd.DataFrame:

@@ -26,8 +26,17 @@ from ..core.models.recorded import RECORDED
 from ..core.release import PreviousRelease, Release
 from ..core.spec import BoundSpec
 from ..errors import StoreError
-from .connection import first_row, open_duckdb, query_frame, quote, release_rows, scalar, table_exists
-from .schema import StoreSchema, ids_text, is_staged, published_ids, snapshot_size, state_tables, stored_snapshot
+from .connection import first_row, is_text, open_duckdb, query_frame, quote, release_rows, scalar, table_exists
+from .schema import (
+    StoreSchema,
+    ids_text,
+    is_staged,
+    published_ids,
+    release_columns,
+    snapshot_size,
+    state_tables,
+    stored_snapshot,
+)
 from .write import archive_table, frame_digest
 
 if TYPE_CHECKING:
@@ -200,20 +209,13 @@ class StoreReader(StoreSchema):
             return PreviousRelease(
                 release_id=prior,
                 snapshot=part("snapshot", "private.snapshot"),
-                table=part("table", "published.release", self._release_columns(attributes)),
+                table=part("table", "published.release", release_columns(self.spec, attributes)),
                 counterfeits=part("counterfeits", "published.counterfeit"),
                 hosting=part("hosting", "private.hosting"),
                 state=_states(con, "state_", prior),
                 earlier=earlier,
                 **(_returning(con, self.spec.id, self.spec.sensitive, release_id) if returning else {}),
             )
-
-    def _release_columns(self, attributes) -> list[str]:
-        """The columns of ``Release.table`` for these released attributes."""
-        columns = ["group_id"]
-        for name in attributes:
-            columns += [name, f"{name}__lo", f"{name}__hi"]
-        return columns + [*self.spec.non_identifiers, self.spec.sensitive]
 
     def candidate(self, release_id: int) -> Release:
         """The candidate staged for ``release_id``, its state included (StoreError when there is none)."""
@@ -224,13 +226,35 @@ class StoreReader(StoreSchema):
                 raise StoreError(f"release {release_id}: no candidate staged; make the candidate first")
             model, params, attributes = meta
             return Release(
-                table=release_rows(con, "private.candidate_release", release_id, self._release_columns(attributes)),
+                table=release_rows(con, "private.candidate_release", release_id, release_columns(self.spec, attributes)),
                 hosting=release_rows(con, "private.candidate_hosting", release_id),
                 counterfeits=release_rows(con, "private.candidate_counterfeit", release_id),
                 model=model,
                 params=json.loads(params),
                 attributes=tuple(attributes),
                 state=_states(con, "candidate_state_", release_id),
+            )
+
+    def candidate_measures(self, release_id: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """What the utility summary (``core.judge.utility.summarise``) reads of the candidate staged for
+        ``release_id`` and of T(release_id), never a label: the candidate table's ``group_id``, the bounds of its
+        released attributes and its sensitive column; its counterfeit counts; the snapshot's quasi-identifiers
+        and sensitive column. Text comes as categoricals (``_coded_frame``: a code per cell, not a Python
+        string). StoreError when no candidate is staged. O(rows x those columns)."""
+        spec = self.spec
+        with self._open() as con:
+            attributes = scalar(con, "SELECT attributes FROM private.candidate_meta WHERE release_id = ?",
+                                [release_id])
+            if attributes is None:
+                raise StoreError(f"release {release_id}: no candidate staged; make the candidate first")
+            bounds = [c for a in attributes for c in (f"{a}__lo", f"{a}__hi")]
+            table = ", ".join(quote(c) for c in ["group_id", *bounds, spec.sensitive])
+            microdata = ", ".join(quote(c) for c in [*spec.quasi_identifiers, spec.sensitive])
+            return (
+                _coded_frame(con, [(f"SELECT {table} FROM private.candidate_release WHERE release_id = ?",
+                                    [release_id])]),
+                release_rows(con, "private.candidate_counterfeit", release_id),
+                _coded_frame(con, [(f"SELECT {microdata} FROM private.snapshot WHERE release_id = ?", [release_id])]),
             )
 
     def staged_state(self, release_id: int) -> dict[str, pd.DataFrame]:
@@ -370,11 +394,6 @@ def _rows_upto(
 _BATCH_ROWS = 1 << 17
 
 
-def _is_text(kind: pa.DataType) -> bool:
-    """Whether an Arrow type is text (plain, large or view)."""
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-
-
 class _TextCodes:
     """One text column read batch by batch as codes into a growing vocabulary (order of first appearance),
     ended as a pandas categorical with sorted categories (``frame``). O(cells) numpy work, Python work per
@@ -421,7 +440,7 @@ def _coded_frame(con: duckdb.DuckDBPyConnection, queries: list[tuple[str, list]]
         reader = con.sql(sql, params=params).to_arrow_reader(_BATCH_ROWS)
         if schema is None:
             schema = reader.schema
-            text = {f.name: _TextCodes() for f in schema if _is_text(f.type)}
+            text = {f.name: _TextCodes() for f in schema if is_text(f.type)}
             others = {f.name: [] for f in schema if f.name not in text}
         for batch in reader:
             rows += batch.num_rows
