@@ -46,7 +46,6 @@ from .core.partitioned import Backend, current, using
 from .core.progress import Reporter, reporting, step
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
-from .core.stream import changes
 from .errors import NotPublishable, PrivReleaseError, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
 
@@ -491,22 +490,16 @@ def _scalar(value: object) -> object:
     return value.item() if isinstance(value, np.generic) else str(value)
 
 
-def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
+def release_changes(store: ReleaseStore, release_id: int) -> dict[str, int]:
     """What release ``release_id`` changes in the published history: inserts, deletes and updates of the tuples
     it publishes against those release ``release_id - 1`` published (T(j) less the tuples held back, state
     ``HELD_BACK``; every tuple is an insert in the first release), and ``held_back``, how many tuples of T(j) it
     holds back. A tuple held back is so counted, then an insert when a later release publishes it, never an
-    insert then a delete. ``snapshot`` is T(release_id) (read from the store when None); the tuples held back
-    are known once the candidate is made (before that, none)."""
-    frame = staged_snapshot(store, release_id) if snapshot is None else snapshot
-    ident = store.spec.id
-    held = _held_back(store, release_id)
-    now = frame[~frame[ident].isin(held)]
-    if release_id == 1:
-        return {"inserts": len(now), "deletes": 0, "updates": 0, HELD_BACK: len(held)}
-    before = staged_snapshot(store, release_id - 1)
-    before = before[~before[ident].isin(_held_back(store, release_id - 1))]
-    return {**changes(before, now, ident), HELD_BACK: len(held)}
+    insert then a delete. The tuples held back are known once the candidate is made (before that, none).
+    Counted inside DuckDB over the staged snapshots (``StoreReader.snapshot_changes``); only the held-back ids
+    are read."""
+    held = {j: _held_back(store, j) for j in (release_id, release_id - 1) if j >= 1}
+    return {**store.snapshot_changes(release_id, held), HELD_BACK: len(held[release_id])}
 
 
 def _held_back(store: ReleaseStore, release_id: int) -> pd.Series:
@@ -607,7 +600,7 @@ def _trial(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | No
         "rows": len(release.table),
         "groups": release.groups,
         "counterfeits": release.counterfeit_count,
-        **release_changes(store, release_id, snapshot),
+        **release_changes(store, release_id),
         "utility": summarise(release.table, release.counterfeits, spec, snapshot=snapshot),
         "reports": reports,
     }

@@ -147,7 +147,7 @@ def snapshot_asset(shared: Shared, upstream: dg.AssetKey) -> dg.AssetsDefinition
                                      f"release {copy}, the last published; nothing to publish, the run ends here")
                     return
                 frame = pipeline.stage(store, release_id, rows)
-            delta = pipeline.release_changes(store, release_id, frame)
+            delta = pipeline.release_changes(store, release_id)
         yield dg.MaterializeResult(
             metadata={"rows": len(frame), **delta, "captured": not published, "release_id": release_id}
         )

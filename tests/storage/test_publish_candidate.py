@@ -12,8 +12,9 @@ import pytest
 
 from dagster_privrelease import pipeline
 from dagster_privrelease.core.judge.utility import summarise
+from dagster_privrelease.core.models.base import HELD_BACK
 from dagster_privrelease.core.spec import parse_spec
-from dagster_privrelease.core.stream import split_base_pool, stream
+from dagster_privrelease.core.stream import changes, split_base_pool, stream
 from dagster_privrelease.errors import StoreError
 from dagster_privrelease.storage import ReleaseStore, frame_digest, release_digest
 from dagster_privrelease.storage.connection import query_frame
@@ -23,6 +24,7 @@ from dagster_privrelease.testing.contract import CLINIC, clinic_people
 from .conftest import SPEC, candidate
 
 RELEASES = 13
+CLINIC_COLUMNS = ["pid", "age", "sex", "region", "visits", "disease"]
 #: Every table a publication writes, in the order its rows were written (the manifest without its clock).
 TABLES = {
     "published.release": "SELECT * FROM published.release",
@@ -45,12 +47,15 @@ def people(rows: int) -> pd.DataFrame:
 
 def snapshots(base: int, r: int) -> list[pd.DataFrame]:
     """``RELEASES`` snapshots, ``r`` deletions and insertions each; release 4's newcomers all have the flu, so
-    m-invariance (m = 2) holds some of them back (a model state) until later releases bring other diseases."""
+    m-invariance (m = 2) holds some of them back (a model state) until later releases bring other diseases;
+    release 7 updates four people's visits (release 8 has them as before)."""
     rng = np.random.default_rng(4)
     first, pool = split_base_pool(people(base + r * RELEASES), base, rng)
     frames = list(stream(first, pool, r, RELEASES, rng))
     new = ~frames[3]["pid"].isin(frames[2]["pid"])
     frames[3].loc[new, "disease"] = "flu"
+    stay = frames[6]["pid"].isin(frames[5]["pid"])
+    frames[6].loc[stay[stay].index[:4], "visits"] += 1  # four internal updates
     return frames
 
 
@@ -73,10 +78,23 @@ def naive_publish(store: ReleaseStore, release_id: int, reports) -> dict[str, fl
     return utility
 
 
+def naive_changes(store: ReleaseStore, release_id: int) -> dict[str, int]:
+    """``release_changes`` from its definition: ``core.stream.changes`` of the two snapshots read whole, each less
+    the ids its release holds back."""
+    def published(j: int) -> pd.DataFrame:
+        if j < 1:
+            return pd.DataFrame({c: [] for c in CLINIC_COLUMNS})
+        frame, held = store.snapshot(j), store.state(j, HELD_BACK)
+        return frame[~frame["pid"].isin(held["pid"] if held is not None else [])]
+    held = store.state(release_id, HELD_BACK)
+    return {**changes(published(release_id - 1), published(release_id), "pid"),
+            HELD_BACK: 0 if held is None else len(held)}
+
+
 def test_a_text_id_stream_publishes_what_the_pandas_path_published(tmp_path):
     spec = parse_spec({**CLINIC, "model": {"name": "m_invariance", "m": 2, "hold_back": True}, "seed": 5})
     ours, naive = (ReleaseStore(tmp_path / f"{name}.duckdb", spec) for name in ("sql", "naive"))
-    utilities = []
+    utilities, held, updates = [], 0, 0
     with ours.session(), naive.session():
         for j, frame in enumerate(snapshots(80, 10), start=1):
             for store in (ours, naive):
@@ -86,11 +104,16 @@ def test_a_text_id_stream_publishes_what_the_pandas_path_published(tmp_path):
             reports = pipeline.judge(ours, j) if j % 6 == 1 else []
             summary = pipeline.publish(ours, j, reports)
             utilities.append((summary["utility"], naive_publish(naive, j, reports)))
+            delta = {k: summary[k] for k in ("inserts", "deletes", "updates", HELD_BACK)}
+            assert delta == naive_changes(naive, j)
+            held += delta[HELD_BACK]
+            updates += delta["updates"]
             assert summary["rows"] == len(naive.candidate(j).table)
     assert all(a == pytest.approx(b, nan_ok=True, rel=0, abs=0) for a, b in utilities)
     got, expected = tables(ours), tables(naive)
     assert set(got) == set(expected) and len(got["published.manifest"]) == RELEASES
-    assert any(name.startswith("state_") for name in got)  # the held-back tuples, copied by SQL
+    assert updates == 8  # four at release 7, and the same four back to their visits at release 8
+    assert held and any(name.startswith("state_") for name in got)  # the held-back tuples, copied by SQL
     for name, frame in expected.items():
         pd.testing.assert_frame_equal(got[name], frame, check_dtype=True, obj=name)
 
