@@ -37,7 +37,7 @@ from .schema import (
     state_tables,
     stored_snapshot,
 )
-from .write import _FRAME, archive_table, frame_digest
+from .write import _FRAME, archive_table, frame_digest, query_digest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -138,25 +138,31 @@ class StoreReader(StoreSchema):
                 raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
             return self._bound_spec(con, self._binding_columns(con, release_id))
 
+    def holds_ids(self, release_id: int, frame: pd.DataFrame) -> bool:
+        """Whether ``frame`` (a snapshot, validated or not) has as many rows as the staged T(release_id) and the
+        same ids (``frame_digest`` of the id columns; the stored one read as Arrow, ``query_digest``). False
+        when T(release_id) was never staged. Equal digests imply both (equal canonical frames have equal
+        canonical columns), so False here already says "not the same rows": the answer for every release that
+        inserts or deletes a tuple. Cost: a count; when it agrees, a read of one column and two digests of it."""
+        with self._open() as con:
+            if snapshot_size(con, release_id) != len(frame):
+                return False
+            stored = query_digest(con, f"SELECT {quote(self.spec.id)} FROM private.snapshot WHERE release_id = ?",
+                                  [release_id])
+        return frame_digest(frame[[self.spec.id]]) == stored
+
     def holds_snapshot(self, release_id: int, frame: pd.DataFrame) -> bool:
         """Whether the validated snapshot ``frame`` holds exactly the rows of the staged T(release_id), i.e. whether
         their ``frame_digest``s are equal (False when T(release_id) was never staged).
 
-        The digests are compared only after two cheaper tests that equal digests imply: the same number of rows
-        (equal digests hash the same number of rows), then the same digest of the id column alone (equal canonical
-        frames, ``frame_digest``, have equal canonical columns, so equal projections). Either one differing
-        already says "not the same", which is the answer for every release that inserts or deletes a tuple; so a
-        store whose snapshots carry no digest of their own is answered exactly as by comparing whole digests.
-        Cost: a count; a read of one column and two digests of it; and, when the ids agree, a read of
-        T(release_id) and two digests of whole snapshots.
+        The digests are compared only after the cheaper tests of ``holds_ids`` (the same count, the same ids),
+        which equal digests imply; so a store whose snapshots carry no digest of their own is answered exactly as
+        by comparing whole digests. Cost: ``holds_ids``; when the ids agree, a read of T(release_id) and two
+        digests of whole snapshots.
         """
-        ident = self.spec.id
+        if not self.holds_ids(release_id, frame):
+            return False
         with self._open() as con:
-            if snapshot_size(con, release_id) != len(frame):
-                return False
-            stored_ids = stored_snapshot(con, release_id, [ident])
-            if stored_ids is None or frame_digest(frame[[ident]]) != frame_digest(stored_ids):
-                return False
             stored = stored_snapshot(con, release_id)
         return stored is not None and frame_digest(frame) == frame_digest(stored)
 

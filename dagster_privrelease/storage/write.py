@@ -218,8 +218,10 @@ class StoreWriter(StoreSchema):
     keep frames with it, then a candidate is staged, then published.
     """
 
-    def stage_snapshot(self, release_id: int, snapshot: pd.DataFrame) -> pd.DataFrame:
-        """Validate ``snapshot`` and store it as T(release_id); return the stored snapshot.
+    def stage_snapshot(self, release_id: int, snapshot: pd.DataFrame,
+                       columns: list[str] | None = None) -> pd.DataFrame:
+        """Validate ``snapshot`` and store it as T(release_id); return the stored snapshot (its ``columns`` only,
+        when given: ``pipeline.stage`` reads back the ids alone, not a frame of every text cell).
 
         A *published* T(release_id) is returned unchanged: a published release's snapshot is never replaced, so
         the release stays reproducible. An unpublished T(release_id) with the same rows (``frame_digest``) is
@@ -233,11 +235,11 @@ class StoreWriter(StoreSchema):
             stored = stored_snapshot(con, release_id) if is_staged(con, release_id) else None
             published = published_ids(con)
             if stored is not None and release_id in published:
-                return stored
+                return stored[columns] if columns else stored
             frame = validate_snapshot(snapshot, self.spec)
             if stored is not None:
                 if frame_digest(frame) == frame_digest(stored):
-                    return stored
+                    return stored[columns] if columns else stored
                 _drop_staged(con, release_id)
                 if not published and not staged_ids(con):  # the replaced capture's column types bind nothing
                     _forget_columns(con)
@@ -250,7 +252,7 @@ class StoreWriter(StoreSchema):
                 )
             self._record_columns(con, frame, snapshot)
             _insert(con, "private.snapshot", _with_id(frame, release_id))
-            return stored_snapshot(con, release_id)
+            return stored_snapshot(con, release_id, columns)
 
     def _record_columns(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, raw: pd.DataFrame) -> None:
         """Record the columns of a validated snapshot ``frame`` (``raw``: as given, for the kinds of its values)
