@@ -46,7 +46,6 @@ from .core.partitioned import Backend, current, using
 from .core.progress import Reporter, reporting, step
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
-from .core.stream import changes
 from .errors import NotPublishable, PrivReleaseError, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
 
@@ -200,16 +199,17 @@ def next_release_id(store: ReleaseStore) -> int:
     return ids[-1] + 1 if ids else 1
 
 
-def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> pd.DataFrame:
-    """Validate ``df`` and store it as T(release_id); return the stored snapshot (``ReleaseStore.stage_snapshot``:
-    a published T(release_id) is kept as it is; an unpublished one is kept when ``df`` has the same rows and is
-    replaced, with everything staged with it, when it has other rows). SnapshotError for rows the spec refuses,
+def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> int:
+    """Validate ``df`` and store it as T(release_id); return how many rows T(release_id) has as stored
+    (``ReleaseStore.stage_snapshot``: a published T(release_id) is kept as it is; an unpublished one is kept when
+    ``df`` has the same rows and is replaced, with everything staged with it, when it has other rows), read back
+    as the id column alone (``staged_snapshot`` reads the rows). SnapshotError for rows the spec refuses,
     StoreError for an id out of order, SpecError for a spec whose model or parameters differ from the history's
     (``check_model``)."""
     with step("staging"):
         store.ensure_schema()
         check_model(store)
-        return store.stage_snapshot(release_id, df)
+        return len(store.stage_snapshot(release_id, df, [store.spec.id]))
 
 
 def check_model(store: ReleaseStore) -> None:
@@ -251,13 +251,13 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
     snapshot) and the same attributes are asked for (None: every quasi-identifier); None otherwise, and for a
     store with no release. Publishing it again would add a release that tells nothing new, so callers report
     "unchanged" instead, which also makes a retry of a release that did publish publish nothing.
-    SnapshotError when the spec refuses ``df``.
+    SnapshotError when the spec refuses ``df`` and ``df`` has the ids of the last release; a ``df`` with other
+    ids is None without being validated (``stage`` validates it, with the same refusals, before writing).
 
-    Cost: ``validate_snapshot`` of ``df``, then what it takes to tell the snapshots apart (``ReleaseStore.holds_snapshot``): a
-    count, then the ids alone (one column read and digested), and the whole stored snapshot only when the ids
-    are the same. A new release inserts or deletes someone, so it costs the count and the ids, not a read and a
-    digest of all of T(n-1) (120k Census-KDD rows, release 2: about 0.15 s of CPU, of which the validation is
-    about 0.1 s).
+    Cost: what it takes to tell the snapshots apart: a count and the ids alone (``ReleaseStore.holds_ids``: the
+    stored ids read as Arrow and digested), then, only when the ids are the same, ``validate_snapshot`` of
+    ``df`` and the whole stored snapshot (``ReleaseStore.holds_snapshot``). A new release inserts or deletes
+    someone, so it costs the count and the ids: neither a validation nor a read and digest of all of T(n-1).
     """
     asked = tuple(model_spec(store.spec, attributes).quasi_identifiers)  # refuses bad attributes up front
     ids = store.release_ids()
@@ -266,6 +266,8 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
     last = ids[-1]
     manifest = store.manifest().set_index("release_id")
     if tuple(manifest.loc[last, "attributes"]) != asked:
+        return None
+    if store.spec.id in df.columns and not store.holds_ids(last, df):  # other rows: staging validates them
         return None
     frame = validate_snapshot(df, store.spec)
     return last if store.holds_snapshot(last, frame) else None
@@ -448,20 +450,21 @@ def publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> 
 
 
 def _publish(store: ReleaseStore, release_id: int, reports: Sequence[Report]) -> dict:
-    """``publish``'s body, once no blocking report failed."""
-    release = store.candidate(release_id)
-    snapshot = store.snapshot(release_id)
-    spec = store.bound_spec(snapshot)
-    utility = summarise(release.table, release.counterfeits, spec, snapshot=snapshot)
+    """``publish``'s body, once no blocking report failed: the utility summary over the columns it reads, as codes
+    (``StoreReader.candidate_measures``), then the candidate published inside DuckDB
+    (``StoreWriter.publish_candidate``): the release's labels never reach Python."""
+    table, counterfeits, snapshot = store.candidate_measures(release_id)
+    utility = summarise(table, counterfeits, store.staged_bound_spec(release_id), snapshot=snapshot)
+    del table, snapshot
     checks = {r.name: bool(r.ok) for r in reports}
-    store.publish(release_id, release, checks, utility, verdicts(reports))
-    delta = release_changes(store, release_id, snapshot)
+    published = store.publish_candidate(release_id, checks, utility, verdicts(reports))
+    delta = release_changes(store, release_id)
     return {
         "release_id": release_id,
-        "model": release.model,
-        "rows": len(release.table),
-        "groups": release.groups,
-        "counterfeits": release.counterfeit_count,
+        "model": published["model"],
+        "rows": published["rows"],
+        "groups": published["groups"],
+        "counterfeits": published["counterfeits"],
         **delta,
         "checks": checks,
         "utility": utility,
@@ -490,22 +493,16 @@ def _scalar(value: object) -> object:
     return value.item() if isinstance(value, np.generic) else str(value)
 
 
-def release_changes(store: ReleaseStore, release_id: int, snapshot: pd.DataFrame | None = None) -> dict[str, int]:
+def release_changes(store: ReleaseStore, release_id: int) -> dict[str, int]:
     """What release ``release_id`` changes in the published history: inserts, deletes and updates of the tuples
     it publishes against those release ``release_id - 1`` published (T(j) less the tuples held back, state
     ``HELD_BACK``; every tuple is an insert in the first release), and ``held_back``, how many tuples of T(j) it
     holds back. A tuple held back is so counted, then an insert when a later release publishes it, never an
-    insert then a delete. ``snapshot`` is T(release_id) (read from the store when None); the tuples held back
-    are known once the candidate is made (before that, none)."""
-    frame = staged_snapshot(store, release_id) if snapshot is None else snapshot
-    ident = store.spec.id
-    held = _held_back(store, release_id)
-    now = frame[~frame[ident].isin(held)]
-    if release_id == 1:
-        return {"inserts": len(now), "deletes": 0, "updates": 0, HELD_BACK: len(held)}
-    before = staged_snapshot(store, release_id - 1)
-    before = before[~before[ident].isin(_held_back(store, release_id - 1))]
-    return {**changes(before, now, ident), HELD_BACK: len(held)}
+    insert then a delete. The tuples held back are known once the candidate is made (before that, none).
+    Counted inside DuckDB over the staged snapshots (``StoreReader.snapshot_changes``); only the held-back ids
+    are read."""
+    held = {j: _held_back(store, j) for j in (release_id, release_id - 1) if j >= 1}
+    return {**store.snapshot_changes(release_id, held), HELD_BACK: len(held[release_id])}
 
 
 def _held_back(store: ReleaseStore, release_id: int) -> pd.Series:
@@ -586,7 +583,8 @@ def preview(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | N
 def _trial(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | None) -> dict:
     """``preview``'s release made on ``store``, a copy thrown away afterwards."""
     release_id = next_release_id(store)
-    snapshot = stage(store, release_id, df)
+    stage(store, release_id, df)
+    snapshot = staged_snapshot(store, release_id)
     try:
         for step in models.descriptor(store.spec.model.name).stages:
             prepare(store, release_id, step.name)
@@ -606,7 +604,7 @@ def _trial(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] | No
         "rows": len(release.table),
         "groups": release.groups,
         "counterfeits": release.counterfeit_count,
-        **release_changes(store, release_id, snapshot),
+        **release_changes(store, release_id),
         "utility": summarise(release.table, release.counterfeits, spec, snapshot=snapshot),
         "reports": reports,
     }
@@ -710,7 +708,8 @@ def record_published(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence
                 return {"release_id": int(last["release_id"]), "outcome": "unchanged", "model": RECORDED,
                         "rows": int(last["rows"]), "attributes": list(attributes)}
         release_id = next_release_id(store)
-        snapshot = stage(store, release_id, df)
+        stage(store, release_id, df)
+        snapshot = staged_snapshot(store, release_id)
         bound = store.bound_spec(snapshot)
         order = snapshot.reset_index(drop=True)
         table = pd.DataFrame({"group_id": pd.array([pd.NA] * len(order), dtype="Int64")})

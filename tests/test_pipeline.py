@@ -166,8 +166,10 @@ def test_restaging_replaces_only_what_is_unpublished(store):
         store.candidate(2)
     assert sorted(store.history().candidate_sets) == [1]
     assert sorted(store.snapshot(2)["pid"]) == list(range(20, 90))
-    pd.testing.assert_frame_equal(pipeline.stage(store, 1, table(range(200, 260))), store.snapshot(1))
-    assert sorted(store.snapshot(1)["pid"]) == list(range(60))
+    published = store.snapshot(1)
+    assert pipeline.stage(store, 1, table(range(200, 260))) == 60  # the published T(1)'s rows, kept
+    pd.testing.assert_frame_equal(store.snapshot(1), published)
+    assert sorted(published["pid"]) == list(range(60))
 
 
 def test_an_unchanged_snapshot_publishes_nothing(store):

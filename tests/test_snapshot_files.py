@@ -62,7 +62,8 @@ def test_zero_padded_ids_survive_every_step_to_the_published_history(tmp_path):
         assert (one["release_id"], one["inserts"]) == (1, 8)
         assert pipeline.unchanged(store, first) == 1
         assert pipeline.unchanged(store, second) is None  # 00007 is not 7
-        assert sorted(pipeline.stage(store, 2, second)["pid"]) == sorted(ids)
+        assert pipeline.stage(store, 2, second) == len(ids)
+        assert sorted(store.snapshot(2)["pid"]) == sorted(ids)
         assert sorted(pipeline.make_candidate(store, 2).hosting["pid"]) == sorted(ids)
         assert sorted(store.candidate(2).hosting["pid"]) == sorted(ids)
         two = pipeline.publish(store, 2, pipeline.judge(store, 2))

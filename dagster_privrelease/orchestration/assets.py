@@ -139,17 +139,18 @@ def snapshot_asset(shared: Shared, upstream: dg.AssetKey) -> dg.AssetsDefinition
                 if source.replays:
                     same_rows(frame, source.read(store.spec, position=int(part.key)), store.spec, part.key,
                               release_id)
+                rows = len(frame)
             else:
-                rows = source.read(store.spec, position=int(part.key))
-                copy = pipeline.unchanged(store, rows, _attributes(context))
+                fresh = source.read(store.spec, position=int(part.key))
+                copy = pipeline.unchanged(store, fresh, _attributes(context))
                 if copy is not None:
                     context.log.info(f"{table.name} release {part.key}: the source holds exactly the rows of "
                                      f"release {copy}, the last published; nothing to publish, the run ends here")
                     return
-                frame = pipeline.stage(store, release_id, rows)
-            delta = pipeline.release_changes(store, release_id, frame)
+                rows = pipeline.stage(store, release_id, fresh)
+            delta = pipeline.release_changes(store, release_id)
         yield dg.MaterializeResult(
-            metadata={"rows": len(frame), **delta, "captured": not published, "release_id": release_id}
+            metadata={"rows": rows, **delta, "captured": not published, "release_id": release_id}
         )
 
     return snapshot

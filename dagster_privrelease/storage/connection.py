@@ -376,6 +376,11 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -
     return row[0]
 
 
+def is_text(kind: pa.DataType) -> bool:
+    """Whether an Arrow type is text (plain, large or view)."""
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+
+
 def query_frame(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -> pd.DataFrame:
     """A query's result as a frame, through Arrow (about twice as fast as ``.df()`` on text columns). Integer
     columns with nulls come back as float64 with NaN, as pandas does for numpy integers."""

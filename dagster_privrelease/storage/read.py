@@ -28,6 +28,7 @@ from ..core.spec import BoundSpec
 from ..errors import StoreError
 from .connection import (
     first_row,
+    is_text,
     open_duckdb,
     query_frame,
     quote,
@@ -36,8 +37,17 @@ from .connection import (
     scalar,
     table_exists,
 )
-from .schema import StoreSchema, ids_text, is_staged, published_ids, snapshot_size, state_tables, stored_snapshot
-from .write import archive_table, frame_digest
+from .schema import (
+    StoreSchema,
+    ids_text,
+    is_staged,
+    published_ids,
+    release_columns,
+    snapshot_size,
+    state_tables,
+    stored_snapshot,
+)
+from .write import _FRAME, archive_table, frame_digest, query_digest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -138,25 +148,31 @@ class StoreReader(StoreSchema):
                 raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
             return self._bound_spec(con, self._binding_columns(con, release_id))
 
+    def holds_ids(self, release_id: int, frame: pd.DataFrame) -> bool:
+        """Whether ``frame`` (a snapshot, validated or not) has as many rows as the staged T(release_id) and the
+        same ids (``frame_digest`` of the id columns; the stored one read as Arrow, ``query_digest``). False
+        when T(release_id) was never staged. Equal digests imply both (equal canonical frames have equal
+        canonical columns), so False here already says "not the same rows": the answer for every release that
+        inserts or deletes a tuple. Cost: a count; when it agrees, a read of one column and two digests of it."""
+        with self._open() as con:
+            if snapshot_size(con, release_id) != len(frame):
+                return False
+            stored = query_digest(con, f"SELECT {quote(self.spec.id)} FROM private.snapshot WHERE release_id = ?",
+                                  [release_id])
+        return frame_digest(frame[[self.spec.id]]) == stored
+
     def holds_snapshot(self, release_id: int, frame: pd.DataFrame) -> bool:
         """Whether the validated snapshot ``frame`` holds exactly the rows of the staged T(release_id), i.e. whether
         their ``frame_digest``s are equal (False when T(release_id) was never staged).
 
-        The digests are compared only after two cheaper tests that equal digests imply: the same number of rows
-        (equal digests hash the same number of rows), then the same digest of the id column alone (equal canonical
-        frames, ``frame_digest``, have equal canonical columns, so equal projections). Either one differing
-        already says "not the same", which is the answer for every release that inserts or deletes a tuple; so a
-        store whose snapshots carry no digest of their own is answered exactly as by comparing whole digests.
-        Cost: a count; a read of one column and two digests of it; and, when the ids agree, a read of
-        T(release_id) and two digests of whole snapshots.
+        The digests are compared only after the cheaper tests of ``holds_ids`` (the same count, the same ids),
+        which equal digests imply; so a store whose snapshots carry no digest of their own is answered exactly as
+        by comparing whole digests. Cost: ``holds_ids``; when the ids agree, a read of T(release_id) and two
+        digests of whole snapshots.
         """
-        ident = self.spec.id
+        if not self.holds_ids(release_id, frame):
+            return False
         with self._open() as con:
-            if snapshot_size(con, release_id) != len(frame):
-                return False
-            stored_ids = stored_snapshot(con, release_id, [ident])
-            if stored_ids is None or frame_digest(frame[[ident]]) != frame_digest(stored_ids):
-                return False
             stored = stored_snapshot(con, release_id)
         return stored is not None and frame_digest(frame) == frame_digest(stored)
 
@@ -209,20 +225,13 @@ class StoreReader(StoreSchema):
             return PreviousRelease(
                 release_id=prior,
                 snapshot=part("snapshot", "private.snapshot"),
-                table=part("table", "published.release", self._release_columns(attributes)),
+                table=part("table", "published.release", release_columns(self.spec, attributes)),
                 counterfeits=part("counterfeits", "published.counterfeit"),
                 hosting=part("hosting", "private.hosting"),
                 state=_states(con, "state_", prior),
                 earlier=earlier,
                 **(_returning(con, self.spec.id, self.spec.sensitive, release_id) if returning else {}),
             )
-
-    def _release_columns(self, attributes) -> list[str]:
-        """The columns of ``Release.table`` for these released attributes."""
-        columns = ["group_id"]
-        for name in attributes:
-            columns += [name, f"{name}__lo", f"{name}__hi"]
-        return columns + [*self.spec.non_identifiers, self.spec.sensitive]
 
     def candidate(self, release_id: int) -> Release:
         """The candidate staged for ``release_id``, its state included (StoreError when there is none)."""
@@ -233,7 +242,7 @@ class StoreReader(StoreSchema):
                 raise StoreError(f"release {release_id}: no candidate staged; make the candidate first")
             model, params, attributes = meta
             return Release(
-                table=release_rows(con, "private.candidate_release", release_id, self._release_columns(attributes)),
+                table=release_rows(con, "private.candidate_release", release_id, release_columns(self.spec, attributes)),
                 hosting=release_rows(con, "private.candidate_hosting", release_id),
                 counterfeits=release_rows(con, "private.candidate_counterfeit", release_id),
                 model=model,
@@ -241,6 +250,57 @@ class StoreReader(StoreSchema):
                 attributes=tuple(attributes),
                 state=_states(con, "candidate_state_", release_id),
             )
+
+    def candidate_measures(self, release_id: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """What the utility summary (``core.judge.utility.summarise``) reads of the candidate staged for
+        ``release_id`` and of T(release_id), never a label: the candidate table's ``group_id``, the bounds of its
+        released attributes and its sensitive column; its counterfeit counts; the snapshot's quasi-identifiers
+        and sensitive column. Text comes as categoricals (``_coded_frame``: a code per cell, not a Python
+        string). StoreError when no candidate is staged. O(rows x those columns)."""
+        spec = self.spec
+        with self._open() as con:
+            attributes = scalar(con, "SELECT attributes FROM private.candidate_meta WHERE release_id = ?",
+                                [release_id])
+            if attributes is None:
+                raise StoreError(f"release {release_id}: no candidate staged; make the candidate first")
+            bounds = [c for a in attributes for c in (f"{a}__lo", f"{a}__hi")]
+            table = ", ".join(quote(c) for c in ["group_id", *bounds, spec.sensitive])
+            microdata = ", ".join(quote(c) for c in [*spec.quasi_identifiers, spec.sensitive])
+            return (
+                _coded_frame(con, [(f"SELECT {table} FROM private.candidate_release WHERE release_id = ?",
+                                    [release_id])]),
+                release_rows(con, "private.candidate_counterfeit", release_id),
+                _coded_frame(con, [(f"SELECT {microdata} FROM private.snapshot WHERE release_id = ?", [release_id])]),
+            )
+
+    def snapshot_changes(self, release_id: int, held: Mapping[int, pd.Series]) -> dict[str, int]:
+        """``core.stream.changes`` of T(release_id - 1) and T(release_id) as staged, each less the ids ``held``
+        gives for it (the tuples its release holds back), counted inside DuckDB: ``inserts`` (ids only in
+        T(release_id)), ``deletes`` (ids only in T(release_id - 1); none for release 1) and ``updates`` (ids in
+        both with another value in some column, two nulls equal: ``IS DISTINCT FROM``). StoreError when
+        T(release_id) was never staged. Cost: one hash join of the two snapshots in DuckDB; nothing read into
+        Python but three counts."""
+        ident = quote(self.spec.id)
+        differ = " OR ".join(f"c.{quote(n)} IS DISTINCT FROM p.{quote(n)}" for n in self.spec.columns
+                             if n != self.spec.id) or "false"
+        kept = pd.concat([pd.DataFrame({"release_id": np.int64(j), "id": ids.to_numpy()})
+                          for j, ids in held.items() if len(ids)] or [pd.DataFrame({"release_id": [0], "id": [None]})])
+        sql = (f"WITH t AS (SELECT * FROM private.snapshot AS s WHERE release_id IN (?, ?) AND NOT EXISTS "
+               f"(SELECT 1 FROM {_FRAME} AS h WHERE h.release_id = s.release_id AND h.id = s.{ident})), "
+               "c AS (SELECT * FROM t WHERE release_id = ?), p AS (SELECT * FROM t WHERE release_id = ?) "
+               f"SELECT count(*) FILTER (WHERE p.{ident} IS NULL), count(*) FILTER (WHERE c.{ident} IS NULL), "
+               f"count(*) FILTER (WHERE c.{ident} IS NOT NULL AND p.{ident} IS NOT NULL AND ({differ})) "
+               f"FROM c FULL OUTER JOIN p ON c.{ident} = p.{ident}")
+        with self._open() as con:
+            if not is_staged(con, release_id):
+                raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+            con.register(_FRAME, kept)
+            try:
+                counts = first_row(con, sql, [release_id, release_id - 1, release_id, release_id - 1])
+            finally:
+                con.unregister(_FRAME)
+        inserts, deletes, updates = counts or (0, 0, 0)
+        return {"inserts": int(inserts), "deletes": int(deletes), "updates": int(updates)}
 
     def staged_state(self, release_id: int) -> dict[str, pd.DataFrame]:
         """The private frames kept with the staged release ``release_id`` (``StoreWriter.stage_state``, and the
@@ -383,11 +443,6 @@ def _rows_upto(
 _BATCH_ROWS = 1 << 17
 
 
-def _is_text(kind: pa.DataType) -> bool:
-    """Whether an Arrow type is text (plain, large or view)."""
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-
-
 class _TextCodes:
     """One text column read batch by batch as codes into a growing vocabulary (order of first appearance),
     ended as a pandas categorical with sorted categories (``frame``). O(cells) numpy work, Python work per
@@ -434,7 +489,7 @@ def _coded_frame(con: duckdb.DuckDBPyConnection, queries: list[tuple[str, list]]
         reader = con.sql(sql, params=params).to_arrow_reader(_BATCH_ROWS)
         if schema is None:
             schema = reader.schema
-            text = {f.name: _TextCodes() for f in schema if _is_text(f.type)}
+            text = {f.name: _TextCodes() for f in schema if is_text(f.type)}
             others = {f.name: [] for f in schema if f.name not in text}
         for batch in reader:
             rows += batch.num_rows

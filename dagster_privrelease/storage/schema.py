@@ -13,7 +13,7 @@ of each categorical attribute and of the sensitive values is kept (``published.d
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -276,6 +276,15 @@ def new_domain_rows(con: duckdb.DuckDBPyConnection, spec: Spec) -> tuple[pd.Data
     sensitive = pd.DataFrame({"value": values, "rank": np.arange(known, known + len(values))})
     domain = pd.concat(leaves, ignore_index=True) if leaves else pd.DataFrame(columns=["attribute", "value", "rank"])
     return domain, sensitive
+
+
+def release_columns(spec: Spec, attributes: Iterable[str]) -> list[str]:
+    """The columns of ``Release.table`` for the released ``attributes``: ``group_id``; per attribute ``A``, ``A``,
+    ``A__lo``, ``A__hi``; the non-identifiers; the sensitive column."""
+    columns = ["group_id"]
+    for name in attributes:
+        columns += [name, f"{name}__lo", f"{name}__hi"]
+    return columns + [*spec.non_identifiers, spec.sensitive]
 
 
 def stored_columns(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

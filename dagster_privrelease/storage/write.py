@@ -15,7 +15,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..core.encoding import dense_unique, extend_rank_key
 from ..core.judge.history import ARCHIVED
@@ -30,7 +31,7 @@ from ..core.models import find
 from ..core.release import Release
 from ..core.spec import BoundSpec, validate_snapshot
 from ..errors import StoreError
-from .connection import quote, release_arrow_memory, scalar, table_exists
+from .connection import first_row, is_text, quote, release_arrow_memory, scalar, table_exists
 from .schema import (
     StoreSchema,
     ids_text,
@@ -38,6 +39,7 @@ from .schema import (
     new_domain_rows,
     permutation_view_sql,
     published_ids,
+    release_columns,
     sql_type,
     staged_ids,
     state_tables,
@@ -111,19 +113,28 @@ def frame_digest(frame: pd.DataFrame) -> str:
     first NUL, so the null marker would hash like "" in a column that also holds "" (a null could not be told
     from an empty text); here the null is a category of its own.
     """
-    columns = sorted(frame.columns)
+    return _digest(sorted(frame.columns), len(frame), lambda name: _canonical(frame[name]))
+
+
+def query_digest(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> str:
+    """``frame_digest`` of the rows a query returns, read from DuckDB as Arrow without a pandas frame of its text:
+    the same value as ``frame_digest(query_frame(con, sql, params))``, each text column read as Arrow strings and
+    ranked by Arrow (``_arrow_canonical``: a Python string per distinct text, not per row).
+
+    Cost: the query's Arrow table (its text held as Arrow buffers), one hash pass per text column, and the
+    rank sort and row hashes of ``frame_digest``; the other columns as ``frame_digest`` reads them.
+    """
+    table = con.sql(sql, params=params or []).to_arrow_table()
+    return _digest(sorted(table.column_names), table.num_rows, lambda name: _arrow_canonical(table.column(name)))
+
+
+def _digest(columns: list[str], rows: int, canonical: Callable[[str], tuple[Any, np.ndarray, int]]) -> str:
+    """``frame_digest`` of ``rows`` rows whose columns (in name order) ``canonical`` gives one at a time as
+    ``(canonical values, rank of each row, number of ranks)`` (``_canonical``). O(rows log rows)."""
     canon: dict[str, Any] = {}
-    key, span = np.zeros(len(frame), dtype=np.int64), 1  # the rows' rank key, a column at a time
+    key, span = np.zeros(rows, dtype=np.int64), 1  # the rows' rank key, a column at a time
     for name in columns:
-        col = frame[name]
-        if pd.api.types.is_numeric_dtype(col.dtype):
-            values = col.to_numpy(dtype=np.float64, na_value=np.nan)
-            rank, size = _number_ranks(values)
-            canon[name] = values
-        else:
-            rank, texts = _text_ranks(col)
-            size = len(texts)
-            canon[name] = pd.Categorical.from_codes(rank, categories=pd.Index(texts, dtype=object))
+        canon[name], rank, size = canonical(name)
         key, span = extend_rank_key(key, span, rank, size)
         del rank
     hashed = np.zeros(0, dtype=np.uint64)
@@ -134,6 +145,36 @@ def frame_digest(frame: pd.DataFrame) -> str:
     digest = hashlib.sha256(json.dumps(columns).encode())
     digest.update(hashed.tobytes())
     return digest.hexdigest()
+
+
+def _canonical(col: pd.Series) -> tuple[Any, np.ndarray, int]:
+    """One column of ``frame_digest``'s canonical frame: ``(values, rank, size)``, the values as hashed (float64,
+    or a categorical of the sorted texts), each row's rank among them and how many ranks there are."""
+    if pd.api.types.is_numeric_dtype(col.dtype):
+        values = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        rank, size = _number_ranks(values)
+        return values, rank, size
+    rank, texts = _text_ranks(col)
+    return pd.Categorical.from_codes(rank, categories=pd.Index(texts, dtype=object)), rank, len(texts)
+
+
+def _arrow_canonical(column: pa.ChunkedArray) -> tuple[Any, np.ndarray, int]:
+    """``_canonical`` of a column read from DuckDB as Arrow. A text column without a Python string per row: its
+    distinct texts and the null marker (``_NULL_TEXT``) sorted by Arrow (byte order of UTF-8, which is Python's
+    code point order), each row's rank by one hash look-up (``pc.index_in``); any other column as pandas reads
+    it (``Table.to_pandas``, as ``query_frame`` does), and so is a text column holding a NUL (pandas reads such a
+    text up to its NUL). O(rows + distinct log distinct) for text."""
+    if pa.types.is_string_view(column.type):
+        column = column.cast(pa.string())
+    distinct = pc.unique(column).drop_null() if is_text(column.type) else None
+    if distinct is None or pc.any(pc.match_substring(distinct, "\x00")).as_py():  # NUL: as pandas spells it
+        return _canonical(column.to_pandas())
+    words = pc.unique(pa.concat_arrays([distinct, pa.array([_NULL_TEXT], type=column.type)]))
+    texts = words.take(pc.sort_indices(words))
+    found = pc.index_in(column, value_set=texts)
+    rank = np.asarray(pc.fill_null(found, pc.index(texts, _NULL_TEXT)), dtype=np.int64)
+    categories = pd.Index(texts.to_numpy(zero_copy_only=False), dtype=object)
+    return pd.Categorical.from_codes(rank, categories=categories, validate=False), rank, len(texts)
 
 
 def release_digest(release: Release) -> str:
@@ -149,6 +190,27 @@ def release_digest(release: Release) -> str:
     return digest.hexdigest()
 
 
+def candidate_digest(con: duckdb.DuckDBPyConnection, release_id: int, model: str, params: Any,
+                     attributes: Sequence[str], columns: Sequence[str]) -> str:
+    """``release_digest`` of the candidate staged for ``release_id`` (its ``model``, ``params`` and ``attributes``
+    as ``private.candidate_meta`` keeps them, its table's ``columns``), read from DuckDB: each part by
+    ``query_digest``, the same value as ``release_digest(StoreReader.candidate(release_id))``. Cost: one read of
+    each part as Arrow, O(rows log rows)."""
+    digest = hashlib.sha256(_json([model, params, list(attributes)]).encode())
+    what = ", ".join(quote(c) for c in columns)
+    parts = [("table", f"SELECT {what} FROM private.candidate_release"),
+             ("counterfeits", "SELECT * EXCLUDE (release_id) FROM private.candidate_counterfeit"),
+             ("hosting", "SELECT * EXCLUDE (release_id) FROM private.candidate_hosting")]
+    states = [(f"state_{t.removeprefix('candidate_state_')}", f"SELECT * EXCLUDE (release_id) FROM private.{t}")
+              for t in state_tables(con, "candidate_state_")]
+    parts += sorted(s for s in states if scalar(con, f"SELECT count(*) FROM ({s[1]} WHERE release_id = ?)",
+                                                [release_id]))  # empty state = no state
+    for name, sql in parts:
+        digest.update(name.encode())
+        digest.update(query_digest(con, f"{sql} WHERE release_id = ?", [release_id]).encode())
+    return digest.hexdigest()
+
+
 class StoreWriter(StoreSchema):
     """What can be written to a release store; each method is one transaction.
 
@@ -156,8 +218,10 @@ class StoreWriter(StoreSchema):
     keep frames with it, then a candidate is staged, then published.
     """
 
-    def stage_snapshot(self, release_id: int, snapshot: pd.DataFrame) -> pd.DataFrame:
-        """Validate ``snapshot`` and store it as T(release_id); return the stored snapshot.
+    def stage_snapshot(self, release_id: int, snapshot: pd.DataFrame,
+                       columns: list[str] | None = None) -> pd.DataFrame:
+        """Validate ``snapshot`` and store it as T(release_id); return the stored snapshot (its ``columns`` only,
+        when given: ``pipeline.stage`` reads back the ids alone, not a frame of every text cell).
 
         A *published* T(release_id) is returned unchanged: a published release's snapshot is never replaced, so
         the release stays reproducible. An unpublished T(release_id) with the same rows (``frame_digest``) is
@@ -171,11 +235,11 @@ class StoreWriter(StoreSchema):
             stored = stored_snapshot(con, release_id) if is_staged(con, release_id) else None
             published = published_ids(con)
             if stored is not None and release_id in published:
-                return stored
+                return stored[columns] if columns else stored
             frame = validate_snapshot(snapshot, self.spec)
             if stored is not None:
                 if frame_digest(frame) == frame_digest(stored):
-                    return stored
+                    return stored[columns] if columns else stored
                 _drop_staged(con, release_id)
                 if not published and not staged_ids(con):  # the replaced capture's column types bind nothing
                     _forget_columns(con)
@@ -188,7 +252,7 @@ class StoreWriter(StoreSchema):
                 )
             self._record_columns(con, frame, snapshot)
             _insert(con, "private.snapshot", _with_id(frame, release_id))
-            return stored_snapshot(con, release_id)
+            return stored_snapshot(con, release_id, columns)
 
     def _record_columns(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, raw: pd.DataFrame) -> None:
         """Record the columns of a validated snapshot ``frame`` (``raw``: as given, for the kinds of its values)
@@ -257,9 +321,10 @@ class StoreWriter(StoreSchema):
 
     def publish(self, release_id: int, release: Release, checks: dict[str, bool], utility: dict[str, float],
                 verdicts: pd.DataFrame | None = None) -> None:
-        """Publish ``release`` as release ``release_id`` in one transaction: published.release, .counterfeit,
-        .domain, .manifest, .verdict (``verdicts``: the judge's counts, ``pipeline.verdicts``; none when None),
-        private.hosting, the model state and the content digest.
+        """Publish ``release``, a release held in memory, as release ``release_id`` in one transaction:
+        published.release, .counterfeit, .domain, .manifest, .verdict (``verdicts``: the judge's counts,
+        ``pipeline.verdicts``; none when None), private.hosting, the model state and the content digest
+        (``release_digest``). ``publish_candidate`` publishes the staged candidate without reading it.
 
         Idempotent: publishing a published id again with the same content does nothing; with different content it
         is a StoreError. Refuses an id that is not the next one, and a release whose snapshot was never staged.
@@ -267,44 +332,93 @@ class StoreWriter(StoreSchema):
         """
         digest = release_digest(release)
         with self._transaction() as con:
-            published = published_ids(con)
-            if release_id in published:
-                if scalar(con, "SELECT digest FROM private.digest WHERE release_id = ?", [release_id]) == digest:
-                    return
-                raise StoreError(f"release {release_id} is already published with different content; a published "
-                                 "release is never replaced")
-            expected = (published[-1] if published else 0) + 1
-            if release_id != expected:
-                raise StoreError(f"release {release_id}: the next release to publish is {expected} "
-                                 f"(published: {ids_text(published)})")
-            if not is_staged(con, release_id):
-                raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-            bound = self._bound_spec(con, self._binding_columns(con, release_id))
-            domain, sensitive = new_domain_rows(con, bound)
+            if self._published(con, release_id, digest):
+                return
             _insert(con, "published.release", _with_id(release.table, release_id))
             _insert(con, "published.counterfeit", _with_id(release.counterfeits, release_id))
-            _insert(con, "published.domain", domain)
-            _insert(con, "private.sensitive_domain", sensitive)
             _insert(con, "private.hosting", _with_id(release.hosting, release_id))
             _write_states(con, "state_", release_id, release.state)
-            _create_state_views(con, bound)
-            _insert(con, "private.digest", pd.DataFrame({"release_id": [release_id], "digest": [digest]}))
-            manifest = pd.DataFrame({
-                "release_id": [release_id],
-                "model": [release.model],
-                "params": [_json(release.params)],
-                "attributes": [list(release.attributes)],
-                "created_at": [datetime.now(UTC).replace(tzinfo=None)],
-                "rows": [len(release.table)],
-                "groups": [release.groups],
-                "counterfeits": [release.counterfeit_count],
-                "checks": [_json({k: bool(v) for k, v in checks.items()})],
-                "utility": [_json({k: _finite(v) for k, v in utility.items()})],
-            })
-            _insert(con, "published.manifest", manifest)
-            if verdicts is not None and len(verdicts):
-                _insert(con, "published.verdict", _with_id(verdicts, release_id))
-            _drop_published_candidates(con, release_id)
+            self._record(con, release_id, digest, {
+                "model": release.model, "params": _json(release.params), "attributes": list(release.attributes),
+                "rows": len(release.table), "groups": release.groups, "counterfeits": release.counterfeit_count,
+            }, checks, utility, verdicts)
+
+    def publish_candidate(self, release_id: int, checks: dict[str, bool], utility: dict[str, float],
+                          verdicts: pd.DataFrame | None = None) -> dict[str, Any]:
+        """Publish the candidate staged for ``release_id`` (``stage_candidate``) as ``publish`` publishes a release,
+        inside DuckDB: each part copied by ``INSERT ... SELECT`` from its ``private.candidate_*`` table (the
+        table's columns as ``StoreReader.candidate`` reads them: ``release_columns``), its digest by
+        ``candidate_digest`` (the value ``release_digest`` gives the candidate read back), its counts by SQL.
+        Returns the manifest's ``model``, ``rows``, ``groups`` and ``counterfeits``.
+
+        Idempotent, and refusing what ``publish`` refuses; StoreError when no candidate is staged for
+        ``release_id``. Cost: the copies and one read of the candidate as Arrow for its digest (no pandas frame
+        of its text: ``query_digest``).
+        """
+        with self._transaction() as con:
+            meta = first_row(con, "SELECT model, params, attributes FROM private.candidate_meta "
+                                  "WHERE release_id = ?", [release_id])
+            if meta is None:
+                raise StoreError(f"release {release_id}: no candidate staged; make the candidate first")
+            model, params, attributes = meta
+            columns = release_columns(self.spec, attributes)
+            digest = candidate_digest(con, release_id, model, json.loads(params), attributes, columns)
+            rows, groups = con.execute("SELECT count(*), count(DISTINCT group_id) FROM private.candidate_release "
+                                       "WHERE release_id = ?", [release_id]).fetchone() or (0, 0)
+            counterfeits = scalar(con, "SELECT coalesce(sum(count), 0) FROM private.candidate_counterfeit "
+                                       "WHERE release_id = ?", [release_id])
+            summary = {"model": model, "params": _json(json.loads(params)), "attributes": list(attributes), "rows": int(rows),
+                       "groups": int(groups), "counterfeits": int(counterfeits)}
+            if self._published(con, release_id, digest):
+                return summary
+            _copy(con, "published.release", "private.candidate_release", release_id, columns)
+            _copy(con, "published.counterfeit", "private.candidate_counterfeit", release_id)
+            _copy(con, "private.hosting", "private.candidate_hosting", release_id)
+            for table in state_tables(con, "candidate_state_"):
+                _copy_state(con, table.removeprefix("candidate_state_"), release_id)
+            self._record(con, release_id, digest, summary, checks, utility, verdicts)
+            return summary
+
+    def _published(self, con: duckdb.DuckDBPyConnection, release_id: int, digest: str) -> bool:
+        """Whether release ``release_id`` is published already with content ``digest`` (publishing it again does
+        nothing); False when it may be published now. StoreError when it is published with other content, is
+        not the next id, or its snapshot was never staged."""
+        published = published_ids(con)
+        if release_id in published:
+            if scalar(con, "SELECT digest FROM private.digest WHERE release_id = ?", [release_id]) == digest:
+                return True
+            raise StoreError(f"release {release_id} is already published with different content; a published "
+                             "release is never replaced")
+        expected = (published[-1] if published else 0) + 1
+        if release_id != expected:
+            raise StoreError(f"release {release_id}: the next release to publish is {expected} "
+                             f"(published: {ids_text(published)})")
+        if not is_staged(con, release_id):
+            raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
+        return False
+
+    def _record(self, con: duckdb.DuckDBPyConnection, release_id: int, digest: str, summary: Mapping[str, Any],
+                checks: dict[str, bool], utility: dict[str, float], verdicts: pd.DataFrame | None) -> None:
+        """The rest of a publication once its rows are in: the new domain values, the model's state views, the
+        digest, the manifest row (``summary``: model, params as JSON, attributes, rows, groups, counterfeits),
+        the verdicts; then drop the earlier candidates."""
+        bound = self._bound_spec(con, self._binding_columns(con, release_id))
+        domain, sensitive = new_domain_rows(con, bound)
+        _insert(con, "published.domain", domain)
+        _insert(con, "private.sensitive_domain", sensitive)
+        _create_state_views(con, bound)
+        _insert(con, "private.digest", pd.DataFrame({"release_id": [release_id], "digest": [digest]}))
+        manifest = pd.DataFrame({
+            "release_id": [release_id],
+            **{k: [summary[k]] for k in ("model", "params", "attributes", "rows", "groups", "counterfeits")},
+            "created_at": [datetime.now(UTC).replace(tzinfo=None)],
+            "checks": [_json({k: bool(v) for k, v in checks.items()})],
+            "utility": [_json({k: _finite(v) for k, v in utility.items()})],
+        })
+        _insert(con, "published.manifest", manifest)
+        if verdicts is not None and len(verdicts):
+            _insert(con, "published.verdict", _with_id(verdicts, release_id))
+        _drop_published_candidates(con, release_id)
 
     def save_candidate_sets(self, sets: dict[int, np.ndarray]) -> None:
         """Keep the judge's candidate sensitive sets (``History.candidate_sets``) of releases that are staged or
@@ -481,6 +595,33 @@ def _forget_columns(con: duckdb.DuckDBPyConnection) -> None:
                   "private.candidate_release"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute("DELETE FROM private.columns")
+
+
+def _copy(con: duckdb.DuckDBPyConnection, target: str, source: str, release_id: int,
+          columns: Sequence[str] | None = None) -> None:
+    """``INSERT INTO target BY NAME`` the rows of ``release_id`` in ``source`` (its ``columns`` and release_id;
+    every column when None), in stored order, inside DuckDB. StoreError naming both tables when DuckDB refuses
+    them (never DuckDB's text, which may quote a value)."""
+    what = "release_id, " + ", ".join(quote(c) for c in columns) if columns else "*"
+    try:
+        con.execute(f"INSERT INTO {target} BY NAME SELECT {what} FROM {source} WHERE release_id = ?", [release_id])
+    except duckdb.Error as exc:
+        raise StoreError(f"{target}: cannot copy release {release_id} from {source}: DuckDB refused the rows "
+                         f"({type(exc).__name__})") from exc
+
+
+def _copy_state(con: duckdb.DuckDBPyConnection, name: str, release_id: int) -> None:
+    """``_write_states`` of the staged state ``name`` of ``release_id`` into ``private.state_<name>``, inside
+    DuckDB: the table created with the staged table's columns and types, the release's earlier rows replaced.
+    Nothing when the release keeps no rows under ``name``."""
+    source = f"private.candidate_state_{name}"
+    if not scalar(con, f"SELECT count(*) FROM {source} WHERE release_id = ?", [release_id]):
+        return
+    kinds = [(c, t) for c, t, *_ in con.execute(f"DESCRIBE {source}").fetchall() if c != "release_id"]
+    columns = ["release_id BIGINT NOT NULL"] + [f"{quote(c)} {t}" for c, t in kinds]
+    con.execute(f"CREATE TABLE IF NOT EXISTS private.state_{name} ({', '.join(columns)})")
+    con.execute(f"DELETE FROM private.state_{name} WHERE release_id = ?", [release_id])
+    _copy(con, f"private.state_{name}", source, release_id)
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> None:
