@@ -22,10 +22,10 @@ from scipy import sparse
 
 from dagster_privrelease.core.encoding import unique_rows
 from dagster_privrelease.core.grouping import bitset_image, pack_bits, unpack_bits
-from dagster_privrelease.core.judge.attacks import intersection, sug
+from dagster_privrelease.core.judge.attacks import intersection, sug, vertical
 from dagster_privrelease.core.judge.attacks.intersection import has_value
 from dagster_privrelease.core.judge.history import History
-from dagster_privrelease.core.judge.verifiers import li_zhou, single, xiao_tao
+from dagster_privrelease.core.judge.verifiers import li_zhou, shmueli_tassa, single, xiao_tao
 from tests.budget import examples
 
 from .test_fast_judge import random_history
@@ -215,3 +215,54 @@ def test_row_labels_group_equal_rows_only(seed, n, d, collide):
     finally:
         equivalence._MULTIPLIERS = saved
     assert same_partition(labels, unique_rows(rows)[1] if n else np.zeros(0, dtype=np.int64))
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(0, 80), d=st.integers(1, 5), kind=st.sampled_from(
+    ["whole", "wide", "signed zero", "nan", "halves", "int"]))
+def test_unique_rows_by_key_numbers_rows_as_a_dict_reads_them(seed, n, d, kind):
+    """``vertical.unique_rows_by_key`` (columns of whole floats coded by counting, narrow keys numbered by
+    counting, others hashed) against the rows read one by one into a dict of their values: the distinct rows in
+    order of first appearance, each row's number and the counts. Whole floats in a narrow range (interval bounds,
+    leaf ranks), whole floats far apart, -0.0 beside 0.0 (one value), NaN (one value, equal to itself), halves
+    and integers."""
+    rng = np.random.default_rng(seed)
+    pool = {"whole": [17.0, 18.0, 40.0, 90.0], "wide": [-(2.0**60), 0.0, 3.0, 2.0**60],
+            "signed zero": [-0.0, 0.0, 1.0], "nan": [np.nan, 2.0, 5.0, np.inf], "halves": [0.5, 1.0, 1.5],
+            "int": [-3, 0, 7, 12]}[kind]
+    rows = rng.choice(np.asarray(pool), size=(n, d))
+    seen: dict[tuple, int] = {}
+    numbers = [seen.setdefault(tuple("nan" if x != x else x + 0.0 for x in row.tolist()), len(seen))
+               for row in rows]
+    distinct, inverse, counts = vertical.unique_rows_by_key(rows)
+    firsts = [numbers.index(k) for k in range(len(seen))]
+    np.testing.assert_array_equal(distinct, rows[firsts])
+    np.testing.assert_array_equal(inverse, numbers)
+    np.testing.assert_array_equal(counts, np.bincount(np.asarray(numbers, dtype=np.int64), minlength=len(seen)))
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(0, 40), grow=st.integers(0, 10),
+       change=st.sampled_from(["none", "shuffle", "drop", "alter"]))
+def test_missing_rows_counts_the_rows_a_merge_leaves_unmatched(seed, n, grow, change):
+    """``shmueli_tassa._missing_rows`` (nothing hashed when ``before`` is the start of ``after``) against a left
+    merge on the columns counting the rows left without a match: worlds extended by new tuples as
+    ``extend_worlds`` makes them (before then after), shuffled, with rows dropped or altered (text ids)."""
+    rng = np.random.default_rng(seed)
+    columns = ["world", "pid", "source_pid"]
+    before = pd.DataFrame({"world": rng.integers(1, 3, n).astype(str),
+                           "pid": [f"p{k:03d}" for k in rng.integers(0, 30, n)],
+                           "source_pid": [f"p{k:03d}" for k in rng.integers(0, 30, n)]})
+    after = pd.concat([before, pd.DataFrame({"world": ["1"] * grow, "pid": [f"p{k:03d}" for k in range(grow)],
+                                             "source_pid": ["p000"] * grow})], ignore_index=True)
+    if change == "shuffle":
+        after = after.sample(frac=1, random_state=seed).reset_index(drop=True)
+    elif change == "drop" and len(after):
+        after = after.drop(index=int(rng.integers(len(after)))).reset_index(drop=True)
+    elif change == "alter" and len(after):
+        after.loc[int(rng.integers(len(after))), "source_pid"] = "p999"
+    merged = before.merge(after.drop_duplicates(), on=columns, how="left", indicator=True)
+    expected = int((merged["_merge"] == "left_only").sum())
+    assert shmueli_tassa._missing_rows(before, after, columns) == expected
+    if change == "none":
+        assert expected == 0
