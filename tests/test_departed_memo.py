@@ -50,8 +50,10 @@ def test_returners_and_a_departed_group_are_judged_like_the_complete_history(tmp
             if n > 2:
                 window = store.history(candidate=n, since=n - 1)
                 scratch = dataclasses.replace(store.history(candidate=n), memo={}, candidate_sets={})
-                previous = set(window.hosting.loc[window.hosting["release_id"] == n - 1, "pid"])
-                now = set(window.hosting.loc[window.hosting["release_id"] == n, "pid"])
+                hosting = window.hosting
+                assert hosting is not None
+                previous = set(hosting.loc[hosting["release_id"] == n - 1, "pid"])
+                now = set(hosting.loc[hosting["release_id"] == n, "pid"])
                 for family, verify in FAMILIES.items():
                     gone = window.memo[(f"{family}.state.{DEPARTED}", n - 1)]
                     live = window.memo[(f"{family}.state.individuals", n - 1)]
@@ -61,6 +63,7 @@ def test_returners_and_a_departed_group_are_judged_like_the_complete_history(tmp
                     reports = verify(window)
                     for a, b in zip(reports, verify(scratch), strict=True):
                         assert_same_report(a, b)
+                    assert scratch.hosting is not None
                     assert_counts_by_definition(reports, scratch.hosting)
                     with store._open() as con:
                         kept = con.execute(f"SELECT count(*) FROM private.{archive_table(f'{family}.state.{DEPARTED}')}"

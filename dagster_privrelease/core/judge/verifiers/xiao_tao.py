@@ -9,8 +9,9 @@ everything is integer keys, sorts and searches. Over a history they are folded o
 (``single.fold_releases``): counterfeit accounting, generalisation and m-uniqueness are properties of each
 release alone, and m-invariance compares each appearance of a tuple with its previous one, which the fold keeps
 as each individual's last appearance (release, group, signature as packed bits). Judging release n therefore
-reads release n and that memo, never the releases before (the judge's window): O(n_n log n_n + individuals
-seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``).
+reads release n and that memo, never the releases before (the judge's window); the memo keeps the last
+appearance of who left by append (``DEPARTED``), so it reads release n-1's individuals and who comes back:
+O((n_n + n_{n-1} + returners) log(...)), not O(individuals seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``).
 """
 
 from __future__ import annotations
