@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from dagster_privrelease import pipeline
 from dagster_privrelease.core.judge.history import Report
@@ -37,6 +38,7 @@ def text_ids(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(pid=[f"{i:03d}" if i % 5 == 0 else f"p{i:03d}" for i in rows["pid"]])
 
 
+@pytest.mark.slow  # 13 releases through the pipeline (every attack judges each): about 28 s
 def test_returners_and_a_departed_group_are_judged_like_the_complete_history(tmp_path):
     store = ReleaseStore(tmp_path / "d.duckdb", parse_spec({**SPEC, "model": {"name": "l_diversity", "l": 2},
                                                              "seed": 11}))
