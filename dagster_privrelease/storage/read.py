@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.judge.history import ARCHIVED, History
+from ..core.judge.history import ARCHIVED, History, unit_columns
 from ..core.models.recorded import RECORDED
 from ..core.release import PreviousRelease, Release
 from ..core.spec import BoundSpec
@@ -592,8 +592,9 @@ def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident:
     table = f"private.{archive_table(name)}"
     if not table_exists(con, "private", archive_table(name)):
         return marker
-    key, same = quote(ident), " AND ".join(f"u.{quote(c)} = a.{quote(c)}" for c in ARCHIVED[name])
-    units = ", ".join(quote(c) for c in ARCHIVED[name])
+    columns = unit_columns(name, ident)
+    key, same = quote(ident), " AND ".join(f"u.{quote(c)} = a.{quote(c)}" for c in columns)
+    units = ", ".join(quote(c) for c in columns)
     frame = con.execute(
         f"WITH arrived AS (SELECT {key} FROM {hosting} WHERE release_id = $next "
         f"EXCEPT SELECT {key} FROM private.hosting WHERE release_id = $this), "
@@ -607,7 +608,9 @@ def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident:
     # a categorical column of the marker is read back as plain values: its categories are those of the entry's
     # own release, and the units given back hold ids and values from other releases
     dtypes = {c: object if isinstance(t, pd.CategoricalDtype) else t for c, t in marker.dtypes.items()}
-    return frame[list(marker.columns)].astype(dtypes)
+    # a bitset word the entry gained later (a value new to the vocabulary) holds no value of the units kept before
+    words = {c: 0 for c, t in dtypes.items() if pd.api.types.is_unsigned_integer_dtype(t) and frame[c].isna().any()}
+    return frame[list(marker.columns)].fillna(words).astype(dtypes)
 
 
 _PARQUET_MAGIC = b"PAR1"

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.encoding import dense_unique, extend_rank_key
-from ..core.judge.history import ARCHIVED
+from ..core.judge.history import ARCHIVED, unit_columns
 from ..core.models import find
 from ..core.release import Release
 from ..core.spec import BoundSpec, validate_snapshot
@@ -465,7 +465,7 @@ class StoreWriter(StoreSchema):
             entries = entries[entries["release_id"] >= latest - 1]  # what one save per entry, in order, keeps
             for name, j in zip(entries["name"], entries["release_id"], strict=True):
                 if name in ARCHIVED:
-                    _archive(con, name, int(j), memo[(name, j)])
+                    _archive(con, name, unit_columns(name, self.spec.id), int(j), memo[(name, j)])
             entries = entries.assign(frame=[memo_blob(memo[(n, j)].iloc[:0] if n in ARCHIVED else memo[(n, j)])
                                             for n, j in zip(entries["name"], entries["release_id"], strict=True)])
             con.register(_FRAME, entries[["release_id", "name"]])
@@ -518,9 +518,10 @@ def archive_table(name: str) -> str:
     return ARCHIVE_PREFIX + re.sub(r"\W", "_", name)
 
 
-def _archive(con: duckdb.DuckDBPyConnection, name: str, release_id: int, frame: pd.DataFrame) -> None:
+def _archive(con: duckdb.DuckDBPyConnection, name: str, units: tuple[str, ...], release_id: int,
+             frame: pd.DataFrame) -> None:
     """Append to ``archive_table(name)`` the rows of ``frame`` (the memo entry ``(name, release_id)``) whose unit
-    (``ARCHIVED[name]``) is not kept yet, with ``archived_at`` (the release) and ``seq`` (their order in the entry),
+    (its ``units`` columns, ``history.unit_columns``) is not kept yet, with ``archived_at`` (the release) and ``seq`` (their order in the entry),
     creating the table on first use and adding a column an entry brings later (the units kept before hold null
     there). Column types come from the store's contract (``_contract_types``), never from what DuckDB infers of a
     frame: a categorical would become an ENUM of the values seen so far (a later id fails to convert), an empty
@@ -544,7 +545,7 @@ def _archive(con: duckdb.DuckDBPyConnection, name: str, release_id: int, frame: 
                 con.execute(f"ALTER TABLE {table} ADD COLUMN {quote(column)} {kind}")
         if not len(rows):
             return
-        same = " AND ".join(f"k.{quote(c)} = f.{quote(c)}" for c in ARCHIVED[name])
+        same = " AND ".join(f"k.{quote(c)} = f.{quote(c)}" for c in units)
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME} AS f "
                     f"WHERE NOT EXISTS (SELECT 1 FROM {table} AS k WHERE {same})")
     except duckdb.Error as exc:

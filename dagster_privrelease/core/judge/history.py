@@ -160,8 +160,18 @@ T = TypeVar("T")
 #: came back since, which the reader drops itself. A history built in memory passes the whole entry, which
 #: satisfies that. The entry a fold records may therefore be partial too: the store appends its units not kept yet.
 #: A column that an entry gains later (a value new to the sensitive domain) reads as null in the units kept before.
+#: ``ID`` among a unit's columns stands for the spec's id column (``unit_columns``): the m-invariance verifiers'
+#: individuals who left (``verifiers.xiao_tao.DEPARTED``), a unit each last appearance (person, release).
+ID = "<id>"
 ARCHIVED: dict[str, tuple[str, ...]] = {"equivalence.retired": ("release_id", "group_id"),
-                                        "sug.forward.retired": ("row",)}
+                                        "sug.forward.retired": ("row",),
+                                        "verifier.m_invariance.state.departed": (ID, "release_id"),
+                                        "verifier.xiao_tao.m_invariance.state.departed": (ID, "release_id")}
+
+
+def unit_columns(name: str, ident: str) -> tuple[str, ...]:
+    """The columns naming a unit of the archived memo entry ``name`` (``ARCHIVED``), ``ID`` as ``ident``. O(1)."""
+    return tuple(ident if c == ID else c for c in ARCHIVED[name])
 
 
 class IncompleteHistory(Exception):

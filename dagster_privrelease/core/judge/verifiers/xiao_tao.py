@@ -9,8 +9,9 @@ everything is integer keys, sorts and searches. Over a history they are folded o
 (``single.fold_releases``): counterfeit accounting, generalisation and m-uniqueness are properties of each
 release alone, and m-invariance compares each appearance of a tuple with its previous one, which the fold keeps
 as each individual's last appearance (release, group, signature as packed bits). Judging release n therefore
-reads release n and that memo, never the releases before (the judge's window): O(n_n log n_n + individuals
-seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``).
+reads release n and that memo, never the releases before (the judge's window); the memo keeps the last
+appearance of who left by append (``DEPARTED``), so it reads release n-1's individuals and who comes back:
+O((n_n + n_{n-1} + returners) log(...)), not O(individuals seen). ``Hosted`` and ``publisher_side`` are shared with m-Distinct (``li_zhou``).
 """
 
 from __future__ import annotations
@@ -128,20 +129,44 @@ def m_invariance_step(part: History, state: State, m: int, publisher: bool = Tru
     release ``part`` alone, then (``publisher``) its counterfeit accounting and generalisation, and the state
     after it.
 
-    The state: ``individuals``, each individual ever hosted with its last appearance (``release_id``,
+    The state: ``individuals``, each individual hosted by release j with that appearance (``release_id``,
     ``group_id``, ``published``: whether that group was published, ``w0..``: its signature, Def. 16, as uint64
-    words, ``grouping.pack_bits``), and ``vocabulary``, the values the bits stand for (the spec's domain, then
-    values outside it in order of first publication). An individual absent from the previous release keeps its
-    last appearance, so a return after a gap is compared with it, as Lemma 4's chain over the lifespan needs.
-    O(n_j log n_j + individuals seen).
+    words, ``grouping.pack_bits``); ``departed`` (``DEPARTED``), the same of each individual seen before and not
+    hosted by release j, with its last appearance; ``seen``, how many individuals were ever hosted; and
+    ``vocabulary``, the values the bits stand for (the spec's domain, then values outside it in order of first
+    publication). An individual absent from the previous release keeps its last appearance, so a return after a
+    gap is compared with it, as Lemma 4's chain over the lifespan needs.
+
+    ``departed`` is kept by append (``history.ARCHIVED``, a unit per person and last appearance): the store gives
+    back only the rows of who comes back in the next release, and maybe earlier appearances of someone who came
+    back since (stale: the latest appearance of a person is the one compared, ``last_appearances``). So one step
+    reads and writes releases j-1 and j and the returners, not every individual seen:
+    O((n_j + n_{j-1} + returners) log(...)); folding from the first release in memory, O(individuals seen) more.
     """
     known = state["vocabulary"]["value"].astype(str).tolist() if "vocabulary" in state else None
     indexed = Hosted(part, known)
-    invariant, individuals = _appearances(indexed, state.get("individuals"), m)
+    invariant, after = _appearances(indexed, state, m)
     reports = [m_uniqueness_of(indexed.groups, indexed.signatures, m), invariant]
     if publisher:
         reports += publisher_side(indexed)
-    return reports, {"individuals": individuals, "vocabulary": pd.DataFrame({"value": indexed.vocabulary})}
+    return reports, {**after, "vocabulary": pd.DataFrame({"value": indexed.vocabulary})}
+
+
+#: The m-invariance fold's state of the individuals not hosted by the last release (``m_invariance_step``).
+DEPARTED = "departed"
+
+
+def last_appearances(state: State) -> pd.DataFrame | None:
+    """The appearances ``stack_appearances`` compares release j with, from the m-invariance state after release
+    j-1 (``m_invariance_step``): the ``departed`` rows in release order, then the ``individuals`` (release j-1's),
+    so that a person's latest appearance comes last of its rows; None before release 1. A state kept before
+    ``departed`` existed holds everyone in ``individuals``. O(rows given, log)."""
+    live = state.get("individuals")
+    gone = state.get(DEPARTED)
+    if gone is None or not len(gone):
+        return live
+    gone = gone.sort_values("release_id", kind="stable")
+    return gone if live is None else pd.concat([gone, live[list(gone.columns)]], ignore_index=True)
 
 
 @dataclass
@@ -219,13 +244,13 @@ def stack_appearances(hosted: Hosted, last_seen: pd.DataFrame | None, sig: np.nd
     )
 
 
-def _appearances(hosted: Hosted, last_seen: pd.DataFrame | None, m: int) -> tuple[Report, pd.DataFrame]:
-    """The m-invariance report of one release (``hosted``: that release alone) against ``last_seen``, each
-    individual's last appearance in the earlier releases (``m_invariance_step``; None before release 1), and the
-    last appearances after it. A hosting row is compared with the individual's previous hosting row (the same
-    release's, for a tuple hosted twice) when both groups are published (Lemma 4). O(n_j log n_j + individuals
-    seen)."""
+def _appearances(hosted: Hosted, state: State, m: int) -> tuple[Report, State]:
+    """The m-invariance report of one release (``hosted``: that release alone) against the state after the
+    earlier releases (``m_invariance_step``; empty before release 1), and the state after it. A hosting row is
+    compared with the individual's previous hosting row (the same release's, for a tuple hosted twice) when both
+    groups are published (Lemma 4). O((n_j + rows of the state) log(...))."""
     host, ident = hosted.hosting, hosted.spec.id
+    last_seen = last_appearances(state)
     seen = stack_appearances(hosted, last_seen, hosted.signatures)
     bits, P = seen.bits, seen.P
     changed = (bits[seen.rows] != bits[seen.prev]).any(axis=1)
@@ -241,11 +266,17 @@ def _appearances(hosted: Hosted, last_seen: pd.DataFrame | None, m: int) -> tupl
         "rule": M_INVARIANCE_RULE,
     })
     after = seen.state(ident)
+    current = seen.last >= P  # hosted by this release
+    before = 0 if last_seen is None else int(last_seen[ident].nunique())
+    known = int(state["seen"]["individuals"].iloc[0]) if "seen" in state else before
+    individuals = known + len(after) - before  # every person stacked is in ``after`` once
     report = verifier_report(
-        "m_invariance", concat_violations([violations, hosted.unpublished()]), m=m, individuals=len(after),
+        "m_invariance", concat_violations([violations, hosted.unpublished()]), m=m, individuals=individuals,
         republished=len(seen.rows), changed=int(changed.sum()),
     )
-    return report, after
+    return report, {"individuals": after[current].reset_index(drop=True),
+                    DEPARTED: after[~current].reset_index(drop=True),
+                    "seen": pd.DataFrame({"individuals": [individuals]})}
 
 
 # --------------------------------------------------------------------------------------- counterfeits (Def. 3)
