@@ -387,21 +387,17 @@ def validate_snapshot(snapshot: pd.DataFrame, spec: Spec) -> pd.DataFrame:
         _no_nulls(df, name)
         if qi.numeric:
             num = pd.to_numeric(col, errors="coerce")
-            bad = num.isna()
+            bad = num.isna().to_numpy()
             if bad.any():
-                row = bad.to_numpy().nonzero()[0][0]
-                raise SnapshotError(
-                    f"column {name!r}: non-numeric value {_plain(col.iloc[row])!r} in row with "
-                    f"{spec.id}={_plain(ids.iloc[row])!r}; {name} is a numeric quasi-identifier"
-                )
+                raise SnapshotError(f"column {name!r}: non-numeric value in {rows_text(bad)}; {name} is a numeric "
+                                    "quasi-identifier")
             num = num.astype(np.float64)
             infinite = ~np.isfinite(num.to_numpy())
             if infinite.any():
-                row = infinite.nonzero()[0][0]
                 raise SnapshotError(
-                    f"column {name!r}: non-finite value {_plain(num.iloc[row])!r} in row with {spec.id}="
-                    f"{_plain(ids.iloc[row])!r}; a numeric quasi-identifier is generalised to intervals, which "
-                    f"need finite numbers: set a finite {name} in that row or drop the row"
+                    f"column {name!r}: non-finite value (inf or -inf) in {rows_text(infinite)}; a numeric "
+                    f"quasi-identifier is generalised to intervals, which need finite numbers: set a finite {name} "
+                    "in those rows or drop them"
                 )
             out[name] = num
         else:
@@ -438,11 +434,6 @@ def column_kind(values: pd.Series) -> str:
     if isinstance(values.dtype, pd.CategoricalDtype):
         values = pd.Series(values.cat.categories)
     return _KINDS.get(pd.api.types.infer_dtype(values, skipna=True), "mixed")
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the plain Python value, so messages read ``id=7`` rather than ``id=np.int64(7)``."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def rows_text(mask: np.ndarray) -> str:

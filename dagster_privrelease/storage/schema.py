@@ -201,9 +201,9 @@ class StoreSchema(StoreConnection):
                     f"numbers (csv: {{types: {{{text[0]}: integer}}}})") if text else ""
             raise StoreError(f"{self.path}: schema drift in the snapshot: {changes}; earlier releases were stored "
                              f"with the old types, so this snapshot cannot join their history{hint}")
-        self._check_kinds(merged, raw)
+        self._check_kinds(merged)
 
-    def _check_kinds(self, merged: pd.DataFrame, raw: pd.DataFrame) -> None:
+    def _check_kinds(self, merged: pd.DataFrame) -> None:
         """The type-drift half of ``_check_columns`` on its ``merged`` stored and incoming records."""
         numeric = merged["role"] == "quasi_identifier:numeric"
         recorded = merged["kind"].notna()
@@ -216,12 +216,11 @@ class StoreSchema(StoreConnection):
         column, old, new = str(r.column_name), str(r.kind), str(r.kind_new)
         role = {"quasi_identifier:numeric": "numeric quasi-identifier",
                 "quasi_identifier:categorical": "categorical quasi-identifier"}.get(str(r.role), "sensitive column")
-        example = _plain(raw[column].iloc[0])  # a quasi-identifier or the sensitive column: never null
         why = ("earlier releases were generalised from another kind of value" if role.startswith("numeric") else
                "its values are published as labels, so they would be new values beside the earlier ones")
         raise StoreError(
             f"{self.path}: type drift in column {column!r} ({role}): it held {old} values in the releases so far "
-            f"(recorded with the first staged snapshot) and holds {new} values now (e.g. {example!r}); {why}. "
+            f"(recorded with the first staged snapshot) and holds {new} values now; {why}. "
             f"Give {column} its earlier type ({old}) in the snapshot and release again, or start a new store (a "
             "new --db) if the column's meaning changed"
         )
@@ -378,11 +377,6 @@ def _integral(series: pd.Series) -> bool:
         return False
     values = series.dropna().to_numpy(dtype=np.float64)
     return bool(np.all(np.isfinite(values) & (values == np.round(values))))
-
-
-def _plain(value):
-    """A numpy scalar as the plain Python value (a message reads ``0``, not ``np.int64(0)``)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _check_roles(stored: pd.DataFrame, roles: list[tuple[str, str]], path: Path, spec: str) -> None:

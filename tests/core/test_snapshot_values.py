@@ -24,11 +24,11 @@ def rows(age: list) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(("age", "message"), [
-    ([30.0, np.inf, 40.0], r"column 'age': non-finite value inf in row with pid=12; .*finite"),
-    ([30.0, 35.0, -np.inf], r"column 'age': non-finite value -inf in row with pid=13"),
-    (["30", "inf", "40"], r"column 'age': non-finite value inf in row with pid=12"),  # text, as a Parquet may hold
+    ([30.0, np.inf, 40.0], r"column 'age': non-finite value \(inf or -inf\) in row 2; .*finite"),
+    ([30.0, 35.0, -np.inf], r"column 'age': non-finite value \(inf or -inf\) in row 3;"),
+    (["30", "inf", "40"], r"column 'age': non-finite value \(inf or -inf\) in row 2;"),  # text, as a Parquet may hold
     ([30.0, np.nan, 40.0], r"column 'age': null value in row 2;"),
-    (["30", "nan", "40"], r"column 'age': non-numeric value 'nan' in row with pid=12"),
+    (["30", "nan", "40"], r"column 'age': non-numeric value in row 2;"),
 ])
 def test_non_finite_numbers_are_refused_with_the_column_and_the_row(age, message):
     with pytest.raises(SnapshotError, match=message):
@@ -38,7 +38,7 @@ def test_non_finite_numbers_are_refused_with_the_column_and_the_row(age, message
 def test_infinity_read_from_a_csv_is_refused():
     """``pandas.read_csv`` reads ``inf`` as a float: the case of the issue (published, with numpy warning)."""
     frame = pd.read_csv(io.StringIO("pid,age,sex,disease\n1,30,F,flu\n2,inf,M,hiv\n3,-Infinity,F,flu\n"))
-    with pytest.raises(SnapshotError, match=r"'age': non-finite value inf in row with pid=2; .*set a finite age"):
+    with pytest.raises(SnapshotError, match=r"'age': non-finite value \(inf or -inf\) in rows 2, 3; .*set a finite age"):
         validate_snapshot(frame, SPEC)
     assert len(validate_snapshot(frame[frame["pid"] == 1], SPEC)) == 1
 

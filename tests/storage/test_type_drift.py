@@ -22,10 +22,10 @@ def drifted(**columns) -> pd.DataFrame:
 @pytest.mark.parametrize(("columns", "message"), [
     ({"sex": lambda s: np.where(s == "F", 0, 1)},  # the Parquet: sex became 0/1
      r"type drift in column 'sex' \(categorical quasi-identifier\): it held text values .* holds integer values "
-     r"now \(e\.g\. [01]\); .*new values beside the earlier ones\. Give sex its earlier type \(text\)"),
+     r"now; .*new values beside the earlier ones\. Give sex its earlier type \(text\)"),
     ({"age": lambda s: s.astype(str)},  # a numeric age stored as text
-     r"type drift in column 'age' \(numeric quasi-identifier\): it held integer values .* holds text values now "
-     r"\(e\.g\. '\d+'\).*Give age its earlier type \(integer\)"),
+     r"type drift in column 'age' \(numeric quasi-identifier\): it held integer values .* holds text values now"
+     r"; .*Give age its earlier type \(integer\)"),
     ({"age": lambda s: s + 0.5},
      r"column 'age' \(numeric quasi-identifier\): it held integer values .* float values now"),
     ({"disease": lambda s: pd.Series(pd.factorize(s)[0])},
