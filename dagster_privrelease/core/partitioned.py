@@ -23,7 +23,7 @@ codes, the way PipelineDP's ``pipeline_backend`` puts one algorithm on a local o
 backend that does not. Their results are defined from the data alone (keys in lexicographic order, rows in input order), so
 every backend returns the same arrays.
 
-Pure: numpy only, no Dagster, no DuckDB, no pyspark.
+Pure: numpy (and pandas for the local look-up's hash index, imported when it runs), no Dagster, no DuckDB, no pyspark.
 """
 
 from __future__ import annotations
