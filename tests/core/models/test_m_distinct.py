@@ -624,7 +624,7 @@ def test_previous_signatures_match_a_table_of_sorted_tuples(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     update_sets = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))]
     values = sorted(update_sets)
-    # groups of up to 4 rows, or up to 39: rows past 62 bits of mixed-radix key, which take ``np.unique`` on rows
+    # groups of up to 4 rows, or up to 39: rows past 62 bits of mixed-radix key, which ``rank_keys`` re-ranks
     sizes = rng.integers(2, data.draw(st.sampled_from([5, 40])), size=data.draw(st.integers(1, 12)))
     group_ids = rng.permutation(1000)[: len(sizes)] + 1
     table = pd.DataFrame({"group_id": np.repeat(group_ids, sizes), "s": rng.choice(values, size=int(sizes.sum()))})

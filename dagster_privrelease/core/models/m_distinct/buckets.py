@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....errors import NotPublishable
+from ...encoding import rank_keys, unique_keys
 from ...spec import BoundSpec
 from ..kernels.hosts import LastGroups
 
@@ -43,8 +44,9 @@ def previous_signatures(
     each signature the sorted tuple of the group's rows' values, counterfeits included, each value
     replaced by the first value with the same CUS, so that groups of one USS share one signature. Raises
     NotPublishable when such a group has fewer than m values (m raised on a running history). The groups'
-    signatures are numbered by one unique of their rows (sorted, padded; each row one mixed-radix key when it
-    fits 62 bits): O(rows of the groups log + V³ + groups · size log groups), no Python loop over groups.
+    signatures are numbered by one unique of their rows (sorted, padded; each row one mixed-radix key,
+    ``encoding.rank_keys``): O(rows of the groups log + V³ + groups · size log groups), no Python loop over
+    groups.
     """
     m = int(spec.model.params["m"])
     hosted = last.host[last.host >= 0]
@@ -66,15 +68,9 @@ def previous_signatures(
         )
     rows = np.full((len(starts), int(sizes.max(initial=0))), -1, dtype=np.int64)  # one padded row per group
     rows[np.repeat(np.arange(len(starts)), sizes), np.arange(len(g)) - np.repeat(starts, sizes)] = v
-    V = C.shape[0]
-    if rows.shape[1] * np.log2(V + 1) < 62:  # a row as one int64 key (mixed radix V + 1; the pad -1 is digit 0)
-        key = np.zeros(len(rows), dtype=np.int64)
-        for column in rows.T:
-            key = key * (V + 1) + column + 1
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        distinct = rows[first]
-    else:
-        distinct, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    V = C.shape[0]  # a row as one int64 key: mixed radix V + 1, the pad -1 as digit 0 (re-ranked past 62 bits)
+    _, first, inverse, _ = unique_keys(rank_keys(rows + 1, [V + 1] * rows.shape[1]))
+    distinct = rows[first]
     rank = np.empty(len(first), dtype=np.int64)  # the signatures numbered in the order of their first group
     rank[np.argsort(first)] = np.arange(len(first))
     index = np.full(len(last.group_ids), -1, dtype=np.int64)
