@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dagster_privrelease.core.encoding import encode, sensitive_codes
 from dagster_privrelease.core.grouping import qi_classes
 from dagster_privrelease.core.judge import utility
+from dagster_privrelease.core.models.kernels.compiled import references
 from dagster_privrelease.core.spec import parse_spec
 from tests.budget import examples
 from tests.fixtures import xiao_tao
@@ -226,6 +227,32 @@ def test_query_estimate_gives_exactly_the_figures_of_the_direct_product(seed, th
     counterfeits = history.counterfeits.iloc[:0]
     got = utility.query_estimate(table, counterfeits, spec, lo, hi, names)
     assert np.array_equal(got, _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names))
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_compiled_estimate_terms_are_the_references_bit_for_bit(seed):
+    """``_estimate_terms`` compiled against its numpy reference on random blocks: fractions with zeros and ones,
+    repeated intervals, sensitive ranges empty, reversed or whole, counterfeits making a weight zero."""
+    rng = np.random.default_rng(seed)
+    q, g, d, u, v = (int(rng.integers(1, 7)), int(rng.integers(1, 60)), int(rng.integers(0, 5)),
+                     int(rng.integers(1, 9)), int(rng.integers(1, 6)))
+    fracs = np.where(rng.random((q, d * u)) < 0.3, rng.integers(0, 2, (q, d * u)), rng.random((q, d * u)))
+    inverse = (rng.integers(0, u, (g, d)) + np.arange(d) * u).astype(np.int64)
+    size = rng.integers(1, 9, g).astype(np.float64)
+    weight = size - rng.integers(0, 2, g) * size
+    cum = np.zeros((g, v + 1))
+    cum[:, 1:] = np.cumsum(rng.integers(0, 3, (g, v)), axis=1)
+    vlo, vhi = rng.integers(0, v + 1, q), rng.integers(0, v + 1, q)
+    got, expected = np.full((q, g), np.nan), np.full((q, g), np.nan)
+    utility._estimate_terms(fracs, inverse, weight, cum, vlo, vhi, size, got)
+    with references():
+        utility._estimate_terms(fracs, inverse, weight, cum, vlo, vhi, size, expected)
+    assert np.array_equal(got, expected)
+    if d:  # and the definition, entry by entry
+        i, k = int(rng.integers(0, q)), int(rng.integers(0, g))
+        share = max(cum[k, vhi[i]] - cum[k, vlo[i]], 0.0) / size[k]
+        assert got[i, k] == pytest.approx(weight[k] * np.prod(fracs[i, inverse[k]]) * share)
 
 
 @settings(max_examples=examples(60), deadline=None)
