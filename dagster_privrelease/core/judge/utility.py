@@ -150,19 +150,21 @@ def entropy_measure(
     return float(np.nanmean(out))
 
 
-def _classes(
-    table: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...] | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+#: ``_classes``' result: (class per row, first row per class, size per class).
+Classes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _classes(table: pd.DataFrame, spec: BoundSpec, attributes: tuple[str, ...] | None = None) -> Classes:
     """``grouping.qi_classes`` of one release (its ``release_id`` ignored) on its released attributes:
     ``(class per row, first row per class, size per class)``. O(n log n)."""
     return qi_classes(table, released_attributes(table, spec, attributes), by_release=False)
 
 
-def discernibility(table: pd.DataFrame, spec: BoundSpec, k: int = 1) -> float:
+def discernibility(table: pd.DataFrame, spec: BoundSpec, k: int = 1, classes: Classes | None = None) -> float:
     """Discernibility DM(T*, k) (taxonomy Def. 53): ``|Q|^2`` for each class of at least ``k`` rows and
-    ``|T*| * |Q|`` for each smaller one. Classes per ``grouping.qi_classes``; counterfeits count as rows.
-    O(n log n)."""
-    sizes = _classes(table, spec)[2].astype(np.float64)
+    ``|T*| * |Q|`` for each smaller one. Classes per ``grouping.qi_classes`` (``classes``: ``_classes(table,
+    spec)`` when the caller has it); counterfeits count as rows. O(n log n), O(classes) given them."""
+    sizes = (_classes(table, spec) if classes is None else classes)[2].astype(np.float64)
     return float(np.where(sizes >= k, sizes**2, len(table) * sizes).sum())
 
 
@@ -385,13 +387,14 @@ def _estimate_terms(fracs: np.ndarray, inverse: np.ndarray, weight: np.ndarray, 
 
 def query_estimate(
     table: pd.DataFrame, counterfeits: pd.DataFrame, spec: BoundSpec, lo: np.ndarray, hi: np.ndarray,
-    attributes: tuple[str, ...] | None = None,
+    attributes: tuple[str, ...] | None = None, classes: Classes | None = None,
 ) -> np.ndarray:
     """Estimated answers ``est`` from T*(j) and R(j) (Xiao-Tao §5.2): the sum over QI groups of
     ``(|QI*| - c3) * c1 * c2``, with ``c1`` the fraction of the group's box inside the query's QI ranges
     (numeric: length ratio, a point box counting 1 when inside; categorical: the share of its leaves),
     ``c2`` the share of the group's rows whose sensitive value qualifies and ``c3`` its counterfeits (R(j)).
-    A non-homogeneous release has one group per row.
+    A non-homogeneous release has one group per row. ``classes``: ``_classes(table, spec, attributes)`` when the
+    caller has it.
 
     Cost: O(rows + groups * values) for the groups' histograms of sensitive codes; per attribute, the fraction
     ``_box_fraction`` is computed once per distinct interval of the groups (Census-KDD: a few hundred, against
@@ -400,7 +403,7 @@ def query_estimate(
     (queries, groups, d) array (the same operations per entry, the product in attribute order).
     """
     names = list(attributes or spec.quasi_identifiers)
-    classes, first, size = _classes(table, spec, tuple(names))
+    row_class, first, size = _classes(table, spec, tuple(names)) if classes is None else classes
     codes = sensitive_codes(table, spec)
     size = size.astype(np.float64)
     c3 = np.zeros(len(size))
@@ -418,7 +421,7 @@ def query_estimate(
     # O(groups) per query (codes outside the domain, -1, never qualify)
     values = max(len(spec.sensitive_values), int(codes.max()) + 1 if len(codes) else 0, 1)
     known = codes >= 0
-    hist = np.bincount(classes[known] * values + codes[known], minlength=len(size) * values)
+    hist = np.bincount(row_class[known] * values + codes[known], minlength=len(size) * values)
     cum = np.zeros((len(size), values + 1))
     cum[:, 1:] = np.cumsum(hist.reshape(len(size), values), axis=1)
     out = np.empty(len(lo))
@@ -437,7 +440,7 @@ def query_estimate(
 
 def query_error(
     table: pd.DataFrame, snapshot: pd.DataFrame, counterfeits: pd.DataFrame, spec: BoundSpec,
-    theta: float = 0.1, queries: int = 1000, rng: np.random.Generator | None = None,
+    theta: float = 0.1, queries: int = 1000, rng: np.random.Generator | None = None, classes: Classes | None = None,
 ) -> float:
     """Workload error (Xiao-Tao §5.2; taxonomy Def. 51): the median of ``|act - est| / act`` over a workload of
     ``random_queries``. Deterministic given ``rng``. The snapshot is encoded once for the workload and the exact
@@ -451,6 +454,7 @@ def query_error(
         theta: the expected selectivity of a query (each range ``|A| * theta^(1/(d+1))`` long).
         queries: how many queries the workload has.
         rng: the generator of the workload (default: seed 0).
+        classes: ``_classes(table, spec)`` when the caller has it (``summarise`` shares them).
 
     Returns:
         The median relative error; queries whose exact answer is 0 have no relative error and are left out
@@ -464,7 +468,7 @@ def query_error(
     X = encode(snapshot, spec, names)  # once, for the workload and the exact answers
     lo, hi = _workload(X, spec, list(names), theta, queries, rng)
     act = _count_inside(np.column_stack([X, sensitive_codes(snapshot, spec)]), lo, hi)
-    est = query_estimate(table, counterfeits, spec, lo, hi, names)
+    est = query_estimate(table, counterfeits, spec, lo, hi, names, classes)
     keep = act > 0
     return float(np.median(np.abs(act[keep] - est[keep]) / act[keep])) if keep.any() else float("nan")
 
@@ -475,17 +479,19 @@ def summarise(
     """The utility figures of one release for the manifest and the Dagster UI: ``lm``, ``ncp``,
     ``discernibility``, ``query_error`` (median relative error over the spec's workload, ``spec.utility``:
     selectivity and number of queries, seed 0; NaN without the ``snapshot`` the actual answers come from),
-    ``rows``, ``groups``, ``counterfeits``. The cost is ``query_error``'s (the metrics before it are
-    O(n log n))."""
+    ``rows``, ``groups``, ``counterfeits``. The release's QI classes are found once, for the discernibility, the
+    estimates and the groups. The cost is ``query_error``'s (the metrics before it are O(n log n))."""
     workload = spec.utility
+    classes = _classes(table, spec)
     error = float("nan") if snapshot is None else query_error(table, snapshot, counterfeits, spec,
-                                                              workload.selectivity, workload.queries)
+                                                              workload.selectivity, workload.queries,
+                                                              classes=classes)
     return {
         "lm": loss_metric(table, spec),
         "ncp": ncp(table, spec),
-        "discernibility": discernibility(table, spec),
+        "discernibility": discernibility(table, spec, classes=classes),
         "query_error": error,
         "rows": float(len(table)),
-        "groups": float(len(_classes(table, spec)[1])) if len(table) else 0.0,
+        "groups": float(len(classes[1])) if len(table) else 0.0,
         "counterfeits": float(counterfeits["count"].sum()) if len(counterfeits) else 0.0,
     }

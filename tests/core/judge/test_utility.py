@@ -229,6 +229,23 @@ def test_query_estimate_gives_exactly_the_figures_of_the_direct_product(seed, th
     assert np.array_equal(got, _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names))
 
 
+@settings(max_examples=examples(20), deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_summarise_shares_the_classes_and_gives_each_metrics_own_figure(seed):
+    """``summarise`` finds the QI classes once for the discernibility, the estimates and the groups: its figures
+    are those of each metric computed alone, on random homogeneous releases."""
+    history = random_history(seed)
+    spec, last = history.spec, history.release_ids[-1]
+    table, snap = history.release(last), history.snapshot(last)
+    counterfeits = history.counterfeits[history.counterfeits["release_id"] == last].drop(columns="release_id")
+    out = utility.summarise(table, counterfeits, spec, snapshot=snap)
+    workload = spec.utility
+    alone = utility.query_error(table, snap, counterfeits, spec, workload.selectivity, workload.queries)
+    assert out["query_error"] == alone or (math.isnan(alone) and math.isnan(out["query_error"]))
+    assert out["discernibility"] == utility.discernibility(table, spec)
+    assert out["groups"] == table["group_id"].nunique()  # a homogeneous release: a class per group
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_compiled_estimate_terms_are_the_references_bit_for_bit(seed):
