@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -225,8 +226,11 @@ def test_query_estimate_gives_exactly_the_figures_of_the_direct_product(seed, th
     names = tuple(spec.quasi_identifiers)
     lo, hi = utility.random_queries(snap, spec, theta, 25, np.random.default_rng(seed), names)
     counterfeits = history.counterfeits.iloc[:0]
-    got = utility.query_estimate(table, counterfeits, spec, lo, hi, names)
-    assert np.array_equal(got, _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names))
+    expected = _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names)
+    for numba_loaded in (False, True):  # the numpy reference of the terms, then their compiled pass
+        with mock.patch.object(utility, "kernels_loaded", lambda loaded=numba_loaded: loaded):
+            got = utility.query_estimate(table, counterfeits, spec, lo, hi, names)
+        assert np.array_equal(got, expected)
 
 
 @settings(max_examples=examples(20), deadline=None)
@@ -317,3 +321,17 @@ def test_summarise_measures_the_query_error_on_the_spec_workload():
     wide = dataclasses.replace(base, utility=Workload(0.6, 40))
     assert utility.summarise(table, counterfeits, wide, snapshot=snapshot)["query_error"] != \
         utility.summarise(table, counterfeits, base, snapshot=snapshot)["query_error"]
+
+
+def test_the_utility_summary_of_a_small_release_does_not_import_numba():
+    """A process whose model ran no kernel (here none at all) summarises a release without importing numba: the
+    estimates' compiled pass would not pay for the import (``utility._COMPILE_WORK``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from dagster_privrelease.core.judge import utility; from tests.fixtures import xiao_tao; "
+            "spec = xiao_tao.spec().bind(xiao_tao.table_2a()); "
+            "out = utility.summarise(xiao_tao.table_3a(), xiao_tao.table_3b(), spec, snapshot=xiao_tao.table_2a()); "
+            "assert out['query_error'] == out['query_error'] and 'numba' not in sys.modules, sorted(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
