@@ -253,6 +253,23 @@ def test_malformed_yaml_is_one_line_naming_file_line_and_column(tmp_path):
     assert str(refused.value) == f"{path}: not valid YAML at line 4, column 8: mapping values are not allowed here"
 
 
+def test_libyamls_reader_reads_what_the_pure_python_one_reads_and_refuses_a_repeated_key():
+    """``yamlfile.FastStrictLoader`` (libyaml's parser) builds the same data as ``StrictLoader`` from every spec
+    and taxonomy file of ``resources/``, and refuses a key written twice on its own (the message is then the
+    pure-Python reader's: the test above)."""
+    from pathlib import Path
+
+    from dagster_privrelease.core.yamlfile import FastStrictLoader, StrictLoader
+
+    files = sorted(Path(__file__).parents[2].joinpath("resources").rglob("*.yaml"))
+    assert len(files) > 10
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=FastStrictLoader) == yaml.load(text, Loader=StrictLoader), path
+    with pytest.raises(yaml.constructor.ConstructorError, match="'Low' is written twice"):
+        yaml.load("Any:\n  Low: [primary]\n  Low: [secondary]\n", Loader=FastStrictLoader)
+
+
 def test_a_key_written_twice_is_refused_naming_key_file_and_line(tmp_path):
     spec = yaml.safe_dump(raw_spec(), sort_keys=False)
     path = tmp_path / "clinic.yaml"

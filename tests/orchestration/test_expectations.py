@@ -275,3 +275,21 @@ def _suites(spec) -> tuple:
     if spec.name not in _SUITES:
         _SUITES[spec.name] = (release_suite(spec, SNAPSHOT, ATTRS), screen_suite(spec, SNAPSHOT, ATTRS))
     return _SUITES[spec.name]
+
+
+def test_the_suites_are_built_once_and_every_release_is_held_to_its_own_snapshots_bounds():
+    """The suites are cached per table with the snapshot's bounds as suite parameters: a release judged after
+    another one of a wider snapshot is still held to its own snapshot's domain, and the suites are not built
+    again for it."""
+    from dagster_privrelease.orchestration import expectations
+
+    wide = SNAPSHOT.assign(age=[20.0, 21.0, 30.0, 60.0])
+    table = _release()
+    table.loc[[2, 3], "age__hi"] = 50.0  # inside [20, 61] of ``wide``, above 35 of ``SNAPSHOT``
+    assert validate_release(table, SPEC, wide, ATTRS).ok
+    built = expectations._suites.cache_info().misses
+    report = validate_release(table, SPEC, SNAPSHOT, ATTRS)
+    assert expectations._suites.cache_info().misses == built
+    assert _broken(report) == {("expect_column_values_to_be_between", "age__hi")}
+    assert report.violations["unexpected"].tolist() == [2]
+    assert validate_release(_release(), SPEC, SNAPSHOT, ATTRS).ok

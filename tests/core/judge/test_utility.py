@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from dagster_privrelease.core.encoding import encode, sensitive_codes
 from dagster_privrelease.core.grouping import qi_classes
 from dagster_privrelease.core.judge import utility
+from dagster_privrelease.core.models.kernels.compiled import references
 from dagster_privrelease.core.spec import parse_spec
 from tests.budget import examples
 from tests.fixtures import xiao_tao
@@ -224,8 +226,54 @@ def test_query_estimate_gives_exactly_the_figures_of_the_direct_product(seed, th
     names = tuple(spec.quasi_identifiers)
     lo, hi = utility.random_queries(snap, spec, theta, 25, np.random.default_rng(seed), names)
     counterfeits = history.counterfeits.iloc[:0]
-    got = utility.query_estimate(table, counterfeits, spec, lo, hi, names)
-    assert np.array_equal(got, _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names))
+    expected = _estimate_over_the_cube(table, counterfeits, spec, lo, hi, names)
+    for numba_loaded in (False, True):  # the numpy reference of the terms, then their compiled pass
+        with mock.patch.object(utility, "kernels_loaded", lambda loaded=numba_loaded: loaded):
+            got = utility.query_estimate(table, counterfeits, spec, lo, hi, names)
+        assert np.array_equal(got, expected)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_summarise_shares_the_classes_and_gives_each_metrics_own_figure(seed):
+    """``summarise`` finds the QI classes once for the discernibility, the estimates and the groups: its figures
+    are those of each metric computed alone, on random homogeneous releases."""
+    history = random_history(seed)
+    spec, last = history.spec, history.release_ids[-1]
+    table, snap = history.release(last), history.snapshot(last)
+    counterfeits = history.counterfeits[history.counterfeits["release_id"] == last].drop(columns="release_id")
+    out = utility.summarise(table, counterfeits, spec, snapshot=snap)
+    workload = spec.utility
+    alone = utility.query_error(table, snap, counterfeits, spec, workload.selectivity, workload.queries)
+    assert out["query_error"] == alone or (math.isnan(alone) and math.isnan(out["query_error"]))
+    assert out["discernibility"] == utility.discernibility(table, spec)
+    assert out["groups"] == table["group_id"].nunique()  # a homogeneous release: a class per group
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_compiled_estimate_terms_are_the_references_bit_for_bit(seed):
+    """``_estimate_terms`` compiled against its numpy reference on random blocks: fractions with zeros and ones,
+    repeated intervals, sensitive ranges empty, reversed or whole, counterfeits making a weight zero."""
+    rng = np.random.default_rng(seed)
+    q, g, d, u, v = (int(rng.integers(1, 7)), int(rng.integers(1, 60)), int(rng.integers(0, 5)),
+                     int(rng.integers(1, 9)), int(rng.integers(1, 6)))
+    fracs = np.where(rng.random((q, d * u)) < 0.3, rng.integers(0, 2, (q, d * u)), rng.random((q, d * u)))
+    inverse = (rng.integers(0, u, (g, d)) + np.arange(d) * u).astype(np.int64)
+    size = rng.integers(1, 9, g).astype(np.float64)
+    weight = size - rng.integers(0, 2, g) * size
+    cum = np.zeros((g, v + 1))
+    cum[:, 1:] = np.cumsum(rng.integers(0, 3, (g, v)), axis=1)
+    vlo, vhi = rng.integers(0, v + 1, q), rng.integers(0, v + 1, q)
+    got, expected = np.full((q, g), np.nan), np.full((q, g), np.nan)
+    utility._estimate_terms(fracs, inverse, weight, cum, vlo, vhi, size, got)
+    with references():
+        utility._estimate_terms(fracs, inverse, weight, cum, vlo, vhi, size, expected)
+    assert np.array_equal(got, expected)
+    if d:  # and the definition, entry by entry
+        i, k = int(rng.integers(0, q)), int(rng.integers(0, g))
+        share = max(cum[k, vhi[i]] - cum[k, vlo[i]], 0.0) / size[k]
+        assert got[i, k] == pytest.approx(weight[k] * np.prod(fracs[i, inverse[k]]) * share)
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -273,3 +321,17 @@ def test_summarise_measures_the_query_error_on_the_spec_workload():
     wide = dataclasses.replace(base, utility=Workload(0.6, 40))
     assert utility.summarise(table, counterfeits, wide, snapshot=snapshot)["query_error"] != \
         utility.summarise(table, counterfeits, base, snapshot=snapshot)["query_error"]
+
+
+def test_the_utility_summary_of_a_small_release_does_not_import_numba():
+    """A process whose model ran no kernel (here none at all) summarises a release without importing numba: the
+    estimates' compiled pass would not pay for the import (``utility._COMPILE_WORK``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from dagster_privrelease.core.judge import utility; from tests.fixtures import xiao_tao; "
+            "spec = xiao_tao.spec().bind(xiao_tao.table_2a()); "
+            "out = utility.summarise(xiao_tao.table_3a(), xiao_tao.table_3b(), spec, snapshot=xiao_tao.table_2a()); "
+            "assert out['query_error'] == out['query_error'] and 'numba' not in sys.modules, sorted(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

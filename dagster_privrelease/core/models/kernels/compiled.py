@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Kernel", "compiled", "references"]
+__all__ = ["Kernel", "compiled", "loaded", "references"]
 
 #: False inside ``references()``: every kernel runs its numpy reference.
 _COMPILED: ContextVar[bool] = ContextVar("privrelease_compiled", default=True)
@@ -68,6 +69,14 @@ class Kernel:
     def machine_code(self) -> Callable[..., Any]:
         """The compiled loop: numba's dispatcher, made on first use."""
         return self._compiled
+
+
+def loaded() -> bool:
+    """Whether this process has imported numba already (some kernel ran). Importing it and reading a kernel's
+    cached machine code costs about a second of CPU once per process, so a caller whose loop saves less than that
+    (``judge.utility``'s estimates) runs the compiled loop only when numba is loaded anyway or its work is large,
+    and the numpy reference (the same results) otherwise. O(1)."""
+    return "numba" in sys.modules
 
 
 def compiled(reference: Callable[..., Any]) -> Callable[[Callable[..., Any]], Kernel]:

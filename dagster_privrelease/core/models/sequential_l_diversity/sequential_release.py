@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from ....errors import NotPublishable
+from ...encoding import rank_keys
 from ...hierarchy import interval_labels, widen
 from ...intervals import expand_runs
 from ...judge.verifiers.shmueli_tassa import source_column
@@ -270,25 +271,20 @@ def _partition_world(
 
 
 def _distinct_points(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct rows of ``points`` (n, d) of small non-negative ints: ``(point, members, first, alive)``,
+    """The distinct rows of ``points`` (n, d) of non-negative ints: ``(point, members, first, alive)``,
     ``members`` the row indices sorted by point (stably: each point's rows in row order), ``first[u]`` where point
-    u's run starts in it, ``alive[u]`` its size. One int64 key per row (mixed radix) and one stable sort of the
-    keys, whose runs are the points; ``np.unique`` on the rows when the key would overflow. O(n log n)."""
-    n, d = points.shape
-    radix = points.max(axis=0).astype(np.int64) + 1 if n else np.ones(d, np.int64)
-    if n and float(np.prod(radix.astype(np.float64))) < 2.0**62:
-        key = np.zeros(n, np.int64)
-        for m in range(d):
-            key = key * radix[m] + points[:, m]
-        members = np.argsort(key, kind="stable")
-        ordered = key[members]
-        first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        alive = np.diff(np.append(first, n))
-        return points[members[first]], members, first.astype(np.int64), alive.astype(np.int64)
-    point, inverse, alive = np.unique(points, axis=0, return_inverse=True, return_counts=True)
-    members = np.argsort(inverse.reshape(-1), kind="stable")
-    first = np.concatenate(([0], np.cumsum(alive)[:-1])).astype(np.int64)
-    return point, members, first, alive.astype(np.int64)
+    u's run starts in it, ``alive[u]`` its size (all four empty for no rows). One int64 key per row
+    (``encoding.rank_keys``: ordered as the rows, re-ranked past 62 bits) and one stable sort of the keys, whose
+    runs are the points. O(n d + n log n)."""
+    n = len(points)
+    if not n:
+        empty = np.zeros(0, np.int64)
+        return points.astype(np.int64), empty, empty, empty
+    key = rank_keys(points, (points.max(axis=0).astype(np.int64) + 1).tolist())
+    members = np.argsort(key, kind="stable")
+    ordered = key[members]
+    first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return points[members[first]], members, first, np.diff(np.append(first, n))
 
 
 #: A component of eq. (9) is solved exactly as a transportation problem (``transport_plan``) when its distinct

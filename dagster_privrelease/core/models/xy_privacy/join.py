@@ -29,6 +29,7 @@ from enum import IntEnum
 import numpy as np
 import pandas as pd
 
+from ...encoding import extend_rank_key, unique_keys
 from ...judge.verifiers.wang_fung import ANONYMITY, LINKABILITY
 
 #: ``(attribute of T1, (lo, hi), attribute of T_i, (lo, hi))``: values inside both ranges never match (§3.3).
@@ -105,44 +106,19 @@ def side_of(release_id: int, join: Mapping[str, tuple[np.ndarray, np.ndarray]], 
 Columns = dict[str, np.ndarray]
 
 
-def _densify(key: np.ndarray, size: int) -> tuple[np.ndarray, int]:
-    """The rank of each key among the distinct keys (order kept) and their number: a presence table over
-    ``0..size-1`` when ``size`` is at most a few times the keys (no sort), else a sort. Cost O(keys + size) or
-    O(keys log keys)."""
-    if size <= 4 * len(key) + 4096:
-        present = np.zeros(size, dtype=np.int64)
-        present[key] = 1
-        rank = np.cumsum(present) - 1
-        return rank[key], int(rank[-1]) + 1
-    uniques, ids = np.unique(key, return_inverse=True)
-    return ids.reshape(-1), len(uniques)
-
-
 def dense_codes(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The id 0..u-1 of each row's tuple over non-negative integer ``columns`` (ids in the tuples' sorted order)
-    and the first row of every id.
-
-    A mixed-radix key over the columns, re-ranked (``_densify``, order kept) whenever the next column would
-    take its range past a few times the rows, so that keys stay small and most rankings need no sort; rows
-    sorted lexicographically only if a key could overflow 62 bits. Cost O(rows x columns) when the ranges are
-    small, O(rows log rows) at worst."""
+    and the first row of every id: the rows as one ordered key each (``encoding.rank_keys``' mixed radix, re-ranked
+    past 62 bits, folded a column at a time by ``encoding.extend_rank_key``: no matrix of the columns) numbered by
+    ``encoding.unique_keys``. Cost O(rows x columns) plus a count when the key spans at most a few times the rows,
+    else a sort, O(rows log rows)."""
     rows = len(columns[0]) if len(columns) else 0
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    limit = 4 * rows + 4096
-    key, size = np.zeros(rows, dtype=np.int64), 1
-    for raw in columns:
-        column = np.asarray(raw, dtype=np.int64)
-        base = int(column.max()) + 1
-        if size * base > limit and size > 1:
-            key, size = _densify(key, size)
-        if float(size) * base >= 2.0 ** 62:
-            _, first, ids = np.unique(np.column_stack(columns), axis=0, return_index=True, return_inverse=True)
-            return ids.reshape(-1), first
-        key, size = key * base + column, size * base
-    ids, count = _densify(key, size)
-    first = np.full(count, rows, dtype=np.int64)
-    np.minimum.at(first, ids, np.arange(rows, dtype=np.int64))
+    key, span = np.zeros(rows, dtype=np.int64), 1
+    for column in columns:
+        key, span = extend_rank_key(key, span, column, int(column.max()) + 1)
+    _, first, ids, _ = unique_keys(key)
     return ids, first
 
 
