@@ -5,10 +5,11 @@ Census-KDD workers resampled with replacement (``datasets.resample``) to 1M rows
 For each backend (``LocalBackend()``: threads of this process; ``SparkBackend`` on a ``local[2]`` session started
 before the clock runs), ``publish`` is timed whole, everything the backend runs on it: the kernels (the split,
 §4.3) and the global steps' primitives (``partitioned.Aggregations``: the counts per signature and of S−, Lemma 4's
-joins by id); its ``split on <backend>`` step (``core.progress``) is also timed on its own. CPU is that of this process and of every process
-under it (Spark's JVM and its Python workers; read from ``/proc``, so Linux only), peak memory the largest sum of
-their resident sets, sampled every 50 ms. Both backends must publish the same release; the benchmark says so or
-fails. Spark on the same 2 cores is not expected to win: the point is the cost of the seam's round trip (Arrow to
+joins by id); its ``split on <backend>`` step (``core.progress``) is also timed on its own; then the m-invariance
+verifier judges both releases on the same backend (its fold's lag by person). CPU is that of this process and of
+every process under it (Spark's JVM and its Python workers; read from ``/proc``, so Linux only), peak memory the
+largest sum of their resident sets, sampled every 50 ms. Both backends must publish the same releases, run the
+same primitives and give the same verifier's reports; the benchmark says so or fails. Spark on the same 2 cores is not expected to win: the point is the cost of the seam's round trip (Arrow to
 the JVM, a shuffle by batch, Arrow back) and its growth with the rows, which ``docs/scaling.md`` extrapolates from.
 """
 

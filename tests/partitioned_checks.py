@@ -124,8 +124,8 @@ def assert_primitives(backend: Aggregations) -> None:
     assert backend.lookup(probe[:0], codes, "test lookup").tolist() == []
     # a stream of appearances: text ids leaving and coming back, a person twice in a row, integer codes
     people = [f"p{i:03d}" for i in rng.integers(0, 25, 200)]
-    for keys in (np.array(people, dtype=object), pd.Series(people, dtype="category"),
-                 rng.integers(0, 6, 150).astype(np.uint8), rng.integers(-3, 3, 150) * 1_000_003, np.array(people[:1], dtype=object)):
+    for keys in (np.array(people, dtype=object), pd.Series(people, dtype="category"), np.array(people[:1], dtype=object),
+                 rng.integers(0, 6, 150).astype(np.uint8), rng.integers(-3, 3, 150) * 1_000_003):
         got = backend.previous_per_key(keys, "test previous")
         expected = naive_previous_per_key(list(keys))
         assert got.dtype == np.int64 and got.tolist() == expected, type(keys)

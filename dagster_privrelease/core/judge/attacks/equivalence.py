@@ -197,8 +197,8 @@ def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.Data
     person of a 1-equivalence is found among them, ``_lone_persons``). The cold rows the store gives back
     (``ARCHIVED``) are those of such classes, and may hold a class that came back earlier and is live: that one
     is dropped from them first. Cost: O(live) for the keys; O(cold given + ids) to find who comes back (a
-    ``partitioned.lookup`` by individual on the current backend) and to drop the classes already live; only when somebody comes back, O(live log live) to sort the
-    live rows by class again."""
+    ``partitioned.lookup`` by individual on the current backend) and to drop the classes already live; only when
+    somebody comes back, O(live log live) to sort the live rows by class again."""
     live, cold = state.live, state.cold
     live_key = _keys(live)
     if not len(cold):
@@ -293,10 +293,10 @@ def _lone_persons(ids: np.ndarray, key: np.ndarray, at: np.ndarray, new_ids: np.
 def _fold(history: History, state: _State, release_id: int) -> _State:
     """``state`` (releases before j) with release j folded in: its classes paired with every live class of the
     same signature sharing a person (``_pull_returners``, ``_new_pairs``; each live row's person found among
-    release j's by ``partitioned.lookup`` on the current backend, step "live classes by individual"); e = |P_a| - |P_a and P_b|
-    (counterfeits are persons of their own, seen once); then the classes without a member in j retired
-    (``_retire``). O(live + shared rows + classes_j x values + cold given): the cold rows given are those the
-    store read back (``ARCHIVED``: the classes of who comes back) and release j's retired ones."""
+    release j's by ``partitioned.lookup`` on the current backend, step "live classes by individual");
+    e = |P_a| - |P_a and P_b| (counterfeits are persons of their own, seen once); then the classes without a member
+    in j retired (``_retire``). O(live + shared rows + classes_j x values + cold given): the cold rows given are
+    those the store read back (``ARCHIVED``: the classes of who comes back) and release j's retired ones."""
     if state.status == NON_HOMOGENEOUS:
         return state
     table = history.release(release_id, ["group_id", history.spec.sensitive])  # all ``_release_members`` reads

@@ -231,8 +231,8 @@ def _fold(
     Release j's individuals get a layer each. An individual seen before (found among the last layers by
     ``partitioned.lookup`` on the current backend, step "last layers by individual") continues from f at its last
     layer: the weight of s' in C_j is the sum over the edges s -> s' of f(s) / out-degree(s) (eq. 1's product,
-    one layer on), times the node weight 1/|C_j|, normalised; its feasible nodes are C_j within the successors of its last
-    layer's feasible nodes (Def. 11, forwards). Then the earlier layers are pruned backwards: V'_i keeps the
+    one layer on), times the node weight 1/|C_j|, normalised; its feasible nodes are C_j within the successors of
+    its last layer's feasible nodes (Def. 11, forwards). Then the earlier layers are pruned backwards: V'_i keeps the
     nodes with a successor in V'_{i+1}, and the pruning walks back only while it removes something. The sums
     over edges run over the CUS pairs in a fixed order per individual (``_forward``), so that the same
     individual gets the same weights whichever others are folded with it (the window equals the complete

@@ -209,9 +209,9 @@ def stack_appearances(hosted: Hosted, last_seen: pd.DataFrame | None, sig: np.nd
     the earlier releases' last appearances ``last_seen`` (None before release 1; narrower words are widened);
     ``extra``: per-group columns to keep (name -> value per group of ``hosted.groups``, 0 for an unpublished
     group). Each stacked row's previous appearance is a lag by person on the current backend
-    (``partitioned.previous_per_key``, step "previous appearance by individual": locally one hash and one stable sort
-    of the stacked ids, O((n_j + individuals seen) log(...)); on Spark a window), the last appearances a walk of
-    those links on the driver (``partitioned.last_per_key``, O(rows))."""
+    (``partitioned.previous_per_key``, step "previous appearance by individual": locally one hash and one stable
+    sort of the stacked ids, O((n_j + individuals seen) log(...)); on Spark a window); the last appearances follow
+    those links on the driver (``partitioned.last_per_key``, O(rows x the longest chain), a few passes)."""
     host, ident, words = hosted.hosting, hosted.spec.id, sig.shape[1]
     extra = extra or {}
     before = last_seen if last_seen is not None else pd.DataFrame({
