@@ -3,11 +3,13 @@ Census-KDD workers resampled with replacement (``datasets.resample``) to 1M rows
 ``PRIVRELEASE_BENCH_LONG=1``; r = 20% of the rows, m = 10, the OCC schema of ``bench_m_invariance``.
 
 For each backend (``LocalBackend()``: threads of this process; ``SparkBackend`` on a ``local[2]`` session started
-before the clock runs), ``publish`` is timed whole and its ``split on <backend>`` step (``core.progress``: the
-partition-parallel work, the part the backend runs) on its own. CPU is that of this process and of every process
-under it (Spark's JVM and its Python workers; read from ``/proc``, so Linux only), peak memory the largest sum of
-their resident sets, sampled every 50 ms. Both backends must publish the same release; the benchmark says so or
-fails. Spark on the same 2 cores is not expected to win: the point is the cost of the seam's round trip (Arrow to
+before the clock runs), ``publish`` is timed whole, everything the backend runs on it: the kernels (the split,
+§4.3) and the global steps' primitives (``partitioned.Aggregations``: the counts per signature and of S−, Lemma 4's
+joins by id); its ``split on <backend>`` step (``core.progress``) is also timed on its own; then the m-invariance
+verifier judges both releases on the same backend (its fold's lag by person). CPU is that of this process and of
+every process under it (Spark's JVM and its Python workers; read from ``/proc``, so Linux only), peak memory the
+largest sum of their resident sets, sampled every 50 ms. Both backends must publish the same releases, run the
+same primitives and give the same verifier's reports; the benchmark says so or fails. Spark on the same 2 cores is not expected to win: the point is the cost of the seam's round trip (Arrow to
 the JVM, a shuffle by batch, Arrow back) and its growth with the rows, which ``docs/scaling.md`` extrapolates from.
 """
 
@@ -25,9 +27,11 @@ import numpy as np
 import pandas as pd
 
 from dagster_privrelease import datasets
+from dagster_privrelease.core.judge.history import History
+from dagster_privrelease.core.judge.verifiers.xiao_tao import m_invariance as verify_m_invariance
 from dagster_privrelease.core.models import m_invariance
 from dagster_privrelease.core.models.kernels.split import rank_codes, split_buckets, split_columns
-from dagster_privrelease.core.partitioned import Backend, LocalBackend, Seeds, apply, using
+from dagster_privrelease.core.partitioned import Backend, LocalBackend, Seeds, aggregations, apply, using
 from dagster_privrelease.core.progress import reporting
 from dagster_privrelease.core.release import PreviousRelease, Release, release_rng
 from dagster_privrelease.core.spec import validate_snapshot
@@ -109,13 +113,16 @@ class Steps:
 
 
 class Watched:
-    """A backend forwarding to ``inner`` that keeps, per call, the rows, the partitions and the largest one (the
-    skew that bounds a backend's parallelism: a partition is one kernel call)."""
+    """A backend forwarding its kernels and its primitives to ``inner`` (``aggregations(inner)``: the local ones for
+    a backend without them), keeping per kernel call the rows, the partitions and the largest one (the skew that
+    bounds a backend's parallelism: a partition is one kernel call) and the primitives' calls."""
 
     def __init__(self, inner: Backend) -> None:
         self.inner, self.name = inner, inner.name
+        self.primitives = aggregations(inner)
         self.workers = getattr(inner, "workers", 1)
         self.calls: list[tuple[int, int, int]] = []
+        self.steps = 0
 
     def run(self, kernel, columns, seeds):
         """``inner.run``, after noting the call's rows, partitions and largest partition."""
@@ -123,16 +130,32 @@ class Watched:
         self.calls.append((len(columns["key"]), len(counts), int(counts.max(initial=0))))
         return self.inner.run(kernel, columns, seeds)
 
+    def count_per_key(self, keys, step):
+        """``inner``'s ``count_per_key``, counted."""
+        self.steps += 1
+        return self.primitives.count_per_key(keys, step)
+
+    def lookup(self, keys, table, step):
+        """``inner``'s ``lookup``, counted."""
+        self.steps += 1
+        return self.primitives.lookup(keys, table, step)
+
+    def previous_per_key(self, keys, step):
+        """``inner``'s ``previous_per_key``, counted."""
+        self.steps += 1
+        return self.primitives.previous_per_key(keys, step)
+
 
 def releases(table: pd.DataFrame, n: int, backend: Backend) -> tuple[list[Release], list[dict]]:
-    """Releases 1 and 2 of ``n`` rows (r = n / 5) published on ``backend``, and the figures of each (with the
-    seam's calls: rows, partitions, largest partition)."""
+    """Releases 1 and 2 of ``n`` rows (r = n / 5) published on ``backend``, then judged there by the m-invariance
+    verifier (Xiao-Tao Def. 17, its fold's lag by person on the backend); the figures of each release (with the
+    seam's calls: rows, partitions, largest partition; the primitives' calls), then the verifier's."""
     rng = np.random.default_rng(3)
     big = datasets.resample(table, n + n // 5, rng)
     first, pool = split_base_pool(big, n, rng)
     snaps = list(stream(first, pool, n // 5, 2, rng))
     spec = occ_spec(10).bind(snaps[0]).bind(snaps[1])
-    out, figures, previous = [], [], None
+    out, figures, previous, stamped = [], [], None, []
     for j, raw in enumerate(snaps, start=1):
         snapshot = validate_snapshot(raw, spec)
         steps, row, watched = Steps(), {}, Watched(backend)
@@ -140,9 +163,18 @@ def releases(table: pd.DataFrame, n: int, backend: Backend) -> tuple[list[Releas
             release = m_invariance.publish(snapshot, spec, previous, release_rng(spec, j))
         row["split"] = steps.seconds.get(f"split on {backend.name}")
         row["calls"] = watched.calls
+        row["steps"] = watched.steps
         out.append(release)
         figures.append(row)
         previous = PreviousRelease(j, snapshot, release.table, release.counterfeits, release.hosting, release.state)
+        stamped.append([frame.assign(release_id=np.int64(j)) for frame in
+                        (release.table, release.counterfeits, snapshot, release.hosting)])
+    history = History(spec, *(pd.concat(frames, ignore_index=True) for frames in zip(*stamped, strict=True)))
+    row, watched = {}, Watched(backend)
+    with using(watched), measured(row):
+        row["reports"] = [(report.name, report.ok, report.summary) for report in verify_m_invariance(history)]
+    row["steps"] = watched.steps
+    figures.append(row)
     return out, figures
 
 
@@ -160,7 +192,8 @@ def same(a: list[Release], b: list[Release]) -> bool:
 
 
 def compare(table: pd.DataFrame, sizes: list[int], spark: Callable[[], Backend]) -> None:
-    rows = []
+    """Publish and judge on both backends at each of ``sizes`` rows; print the figures side by side."""
+    rows, judged = [], []
     for n in sizes:
         local, local_figures = releases(table, n, LocalBackend())
         remote, spark_figures = releases(table, n, spark())
@@ -170,15 +203,36 @@ def compare(table: pd.DataFrame, sizes: list[int], spark: Callable[[], Backend])
             lo, sp = local_figures[j], spark_figures[j]
             calls = lo["calls"]
             parts = f"{sum(c[1] for c in calls):,} / {max((c[2] for c in calls), default=0):,}"
-            rows.append((f"{n:,}", j + 1, parts, figure(lo["split"]), figure(sp["split"]), ratio(sp["split"], lo["split"]),
-                         figure(lo["wall"]), figure(sp["wall"]), figure(lo["cpu"]), figure(sp["cpu"]),
+            if sp["steps"] != lo["steps"] or not sp["steps"]:
+                raise AssertionError(f"{n:,} rows: the Spark backend ran {sp['steps']} primitive(s), local "
+                                     f"{lo['steps']}: a global step did not go through the backend")
+            rows.append((f"{n:,}", j + 1, parts, sp["steps"], figure(lo["split"]), figure(sp["split"]),
+                         figure(lo["wall"]), figure(sp["wall"]), ratio(sp["wall"], lo["wall"]),
+                         figure(lo["cpu"]), figure(sp["cpu"]), ratio(sp["cpu"], lo["cpu"]),
                          figure(lo["peak_gb"]), figure(sp["peak_gb"])))
+        lo, sp = local_figures[2], spark_figures[2]
+        if lo["reports"] != sp["reports"] or sp["steps"] != lo["steps"] or not sp["steps"]:
+            raise AssertionError(f"{n:,} rows: the m-invariance verifier's reports or steps differ between backends")
+        judged.append((f"{n:,}", sp["steps"], figure(lo["wall"]), figure(sp["wall"]), ratio(sp["wall"], lo["wall"]),
+                       figure(lo["cpu"]), figure(sp["cpu"]), ratio(sp["cpu"], lo["cpu"]), figure(lo["peak_gb"]),
+                       figure(sp["peak_gb"])))
     print_table(
         "m-invariance on the local and the Spark local[2] backends (m = 10, r = 20%, Census-KDD resampled)",
-        ["rows", "release", "partitions / largest", "split local s", "split Spark s", "Spark / local", "publish local s",
-         "publish Spark s", "CPU local s", "CPU Spark s", "peak local GB", "peak Spark GB"], rows,
-        "Partitions: those the seam ran (over all its calls) and the rows of the largest. Wall seconds unless CPU; CPU and peak memory of the whole process tree (the driver, Spark's JVM and its "
-        "Python workers). Both backends published the same releases, row for row.",
+        ["rows", "release", "partitions / largest", "primitives", "split local s", "split Spark s",
+         "publish local s", "publish Spark s", "wall Spark / local", "CPU local s", "CPU Spark s",
+         "CPU Spark / local", "peak local GB", "peak Spark GB"], rows,
+        "Partitions: those the seam ran (over all its calls) and the rows of the largest; primitives: the global "
+        "steps' calls (``count_per_key``, ``lookup``), run on the same backend as the kernels. Wall seconds unless "
+        "CPU; CPU and peak memory of the whole process tree (the driver, Spark's JVM and its Python workers). Both "
+        "backends published the same releases, row for row.",
+    )
+    print_table(
+        "The m-invariance verifier over releases 1-2 on each backend (its fold's lag by person, Lemma 4)",
+        ["rows", "primitives", "local s", "Spark s", "wall Spark / local", "CPU local s", "CPU Spark s",
+         "CPU Spark / local", "peak local GB", "peak Spark GB"], judged,
+        "Both releases judged from scratch (``xiao_tao.m_invariance``), the same reports on both backends. Primitives: "
+        "the lag by person (``previous_per_key``) of each release's fold. The rest of the verifier (the groups' "
+        "signatures, m-uniqueness, the comparison of the signature words) runs on the driver.",
     )
 
 

@@ -5,9 +5,10 @@ on all the rows) and with ``naive_apply``, written here from the seam's contract
 partition, on that partition's rows in input order, and the (key, label) pairs numbered in lexicographic order.
 ``random_labels`` is a picklable toy kernel that draws its labels from ``seeds.rng(key)`` per partition.
 
-``assert_primitives`` checks a backend's global-step primitives (``Aggregations``) against ``naive_count_per_key``
-and ``naive_lookup``, written from their definitions with Python's dicts and sorted lists: typed codes (uint8,
-int16, sparse int64 keys), text ids (``p007``) some of which are absent, and empty inputs.
+``assert_primitives`` checks a backend's global-step primitives (``Aggregations``) against ``naive_count_per_key``,
+``naive_lookup`` and ``naive_previous_per_key`` (with ``naive_last_per_key`` for ``partitioned.last_per_key``),
+written from their definitions with Python's dicts and sorted lists: typed codes (uint8, int16, sparse int64 keys),
+text ids (``p007``) some of which are absent or come back after a gap, a categorical column, and empty inputs.
 """
 
 from __future__ import annotations
@@ -16,8 +17,17 @@ from collections import Counter
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 
-from dagster_privrelease.core.partitioned import Aggregations, Backend, Kernel, LocalBackend, Seeds, apply
+from dagster_privrelease.core.partitioned import (
+    Aggregations,
+    Backend,
+    Kernel,
+    LocalBackend,
+    Seeds,
+    apply,
+    last_per_key,
+)
 
 
 def random_labels(columns: Mapping[str, np.ndarray], seeds: Seeds) -> np.ndarray:
@@ -72,6 +82,23 @@ def naive_lookup(keys: np.ndarray, table: np.ndarray) -> list[int]:
     return [position.get(key, -1) for key in keys.tolist()]
 
 
+def naive_previous_per_key(keys: list) -> list[int]:
+    """``previous_per_key`` from its definition: walking the rows in order, each row's previous row of the same
+    key is the last row seen with it, -1 when none was."""
+    latest: dict = {}
+    previous = []
+    for row, key in enumerate(keys):
+        previous.append(latest.get(key, -1))
+        latest[key] = row
+    return previous
+
+
+def naive_last_per_key(keys: list) -> list[int]:
+    """``last_per_key`` from its definition: each key's last row, the keys in order of their first row (a dict
+    keeps its keys in the order they were first set)."""
+    return list({key: row for row, key in enumerate(keys)}.values())
+
+
 def assert_primitives(backend: Aggregations) -> None:
     """``backend``'s ``count_per_key`` and ``lookup`` equal the naive references on typed codes, sparse keys, text
     ids and empty inputs, and keep the columns' types."""
@@ -95,3 +122,13 @@ def assert_primitives(backend: Aggregations) -> None:
     assert backend.lookup(probe, codes, "test lookup").tolist() == naive_lookup(probe, codes)
     assert backend.lookup(probe, codes[:0], "test lookup").tolist() == [-1] * len(probe)
     assert backend.lookup(probe[:0], codes, "test lookup").tolist() == []
+    # a stream of appearances: text ids leaving and coming back, a person twice in a row, integer codes
+    people = [f"p{i:03d}" for i in rng.integers(0, 25, 200)]
+    for keys in (np.array(people, dtype=object), pd.Series(people, dtype="category"), np.array(people[:1], dtype=object),
+                 rng.integers(0, 6, 150).astype(np.uint8), rng.integers(-3, 3, 150) * 1_000_003):
+        got = backend.previous_per_key(keys, "test previous")
+        expected = naive_previous_per_key(list(keys))
+        assert got.dtype == np.int64 and got.tolist() == expected, type(keys)
+        assert last_per_key(got).tolist() == naive_last_per_key(list(keys))
+    assert backend.previous_per_key(np.zeros(0, np.int64), "test previous").tolist() == []
+    assert last_per_key(np.zeros(0, np.int64)).tolist() == []

@@ -17,13 +17,15 @@ in it), else a ``LocalBackend`` of ``PRIVRELEASE_WORKERS`` threads (default: the
 
 The global steps (issue #27): what reads every partition at once goes through a few primitives over columns of
 codes, the way PipelineDP's ``pipeline_backend`` puts one algorithm on a local or a Spark backend
-(``count_per_element``, ``filter_by_key``): ``Aggregations.count_per_key`` (a group-by count) and
-``Aggregations.lookup`` (a left join against distinct keys). A backend that has them runs them where its data is
-(Spark: a DataFrame aggregation and a join); ``dense_counts`` and ``lookup`` fall back to the local ones for a
-backend that does not. Their results are defined from the data alone (keys in lexicographic order, rows in input order), so
-every backend returns the same arrays.
+(``count_per_element``, ``filter_by_key``): ``Aggregations.count_per_key`` (a group-by count),
+``Aggregations.lookup`` (a left join against distinct keys) and ``Aggregations.previous_per_key`` (a lag by key:
+each row's previous row of the same key, the judge's per-individual folds). A backend that has them runs them
+where its data is (Spark: a DataFrame aggregation, a join, a window); ``dense_counts``, ``lookup`` and
+``previous_per_key`` fall back to the local ones for a backend that does not. Their results are defined from the
+data alone (keys in lexicographic order, rows in input order), so every backend returns the same arrays.
 
-Pure: numpy (and pandas for the local look-up's hash index, imported when it runs), no Dagster, no DuckDB, no pyspark.
+Pure: numpy (and pandas for the local look-up's hash index and the lag's numbering, imported when they run), no
+Dagster, no DuckDB, no pyspark.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from numpy.typing import ArrayLike
 from ..errors import SpecError
 
 __all__ = ["Aggregations", "Backend", "Kernel", "LocalBackend", "Seeds", "aggregations", "apply", "current",
-           "dense_counts", "lookup", "numbered", "parallelism", "using"]
+           "dense_counts", "last_per_key", "lookup", "numbered", "parallelism", "previous_per_key", "using"]
 
 #: The environment variable holding the local backend's number of threads.
 WORKERS = "PRIVRELEASE_WORKERS"
@@ -110,6 +112,13 @@ class Aggregations(Protocol):
         """For each of ``keys``, the position in ``table`` (distinct keys: integer codes or text ids, as arrays or
         pandas columns) of the equal key, -1 when none: a left join of ``keys`` against ``table``, as int64 in the
         order of ``keys``."""
+        ...
+
+    def previous_per_key(self, keys: ArrayLike, step: str) -> np.ndarray:
+        """For each row of ``keys`` (integer codes or text ids, as an array or a pandas column), the position of the
+        nearest earlier row holding an equal key, -1 for a key's first row, as int64 in row order: SQL's
+        ``lag(row) OVER (PARTITION BY key ORDER BY row)``. With the rows in time order, each row's previous
+        appearance of its key (a person's last appearance before this one)."""
         ...
 
 
@@ -223,6 +232,19 @@ class LocalBackend:
 
         return pd.Index(table).get_indexer(keys).astype(np.int64, copy=False)
 
+    def previous_per_key(self, keys: ArrayLike, step: str) -> np.ndarray:
+        """``Aggregations.previous_per_key`` on this process: the keys numbered by a hash (``pandas.factorize``, a
+        categorical column by its codes), then one stable sort of the numbers, each row after an equal one pointing
+        back to it. O(n log n); memory three int64 columns of n."""
+        import pandas as pd
+
+        number = pd.factorize(keys)[0]
+        order = np.argsort(number, kind="stable")
+        same = number[order][1:] == number[order][:-1]
+        previous = np.full(len(number), -1, dtype=np.int64)
+        previous[order[1:][same]] = order[:-1][same]
+        return previous
+
 
 def _dense_cells(columns: list[np.ndarray]) -> tuple[int, ...] | None:
     """Each column's range (its maximum + 1) when every column holds non-negative integers and their product is at
@@ -256,6 +278,28 @@ def lookup(keys: ArrayLike, table: ArrayLike, step: str, backend: Backend | None
     """``Aggregations.lookup`` on ``backend`` (None: ``current()``): each key's position in ``table``, -1 when
     absent."""
     return aggregations(backend).lookup(keys, table, step)
+
+
+def previous_per_key(keys: ArrayLike, step: str, backend: Backend | None = None) -> np.ndarray:
+    """``Aggregations.previous_per_key`` on ``backend`` (None: ``current()``): each row's previous row of the same
+    key, -1 for a key's first."""
+    return aggregations(backend).previous_per_key(keys, step)
+
+
+def last_per_key(previous: np.ndarray) -> np.ndarray:
+    """Each key's last row, the keys in order of their first row, from ``previous`` (``previous_per_key``'s
+    result): each chain of rows followed from its first row (-1 in ``previous``) to the row no other row points
+    back to. Runs on the driver over the n int64 positions it holds anyway: O(n x the longest chain), a few passes
+    when a key has a few rows (a person's last appearance and this release's)."""
+    following = np.full(len(previous), -1, dtype=np.int64)
+    later = np.flatnonzero(previous >= 0)
+    following[previous[later]] = later
+    last = np.flatnonzero(previous < 0)
+    walking = np.flatnonzero(following[last] >= 0)
+    while len(walking):
+        last[walking] = following[last[walking]]
+        walking = walking[following[last[walking]] >= 0]
+    return last
 
 
 def _cuts(sorted_keys: np.ndarray, batches: int) -> np.ndarray:

@@ -80,7 +80,7 @@ class ReleaseStoreResource(dg.ConfigurableResource):
 class PrivreleaseBackend(dg.ConfigurableResource):
     """Where a table's partition-parallel steps run (``core.partitioned``: m-invariance's split, Mondrian below a
     cut), and the global steps' aggregations and joins (``partitioned.Aggregations``: counts per signature and
-    value, the intersection attack's look-up by individual): this process's threads (``kind: local``, the default)
+    value, the judge's look-ups and lag by individual): this process's threads (``kind: local``, the default)
     or Apache Spark (``kind: spark``, the ``[spark]`` extra). The release candidate is made, and judged, on
     ``backend()`` (``pipeline.make_candidate``, the judge check), so the release job is the same either way, and so
     are the published release and the verdicts (``docs/scaling.md``). The session is process-wide:

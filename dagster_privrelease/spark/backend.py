@@ -1,6 +1,6 @@
 """The Spark backend of the partition seam (``core.partitioned``): a kernel runs on Spark's Python workers, whole
 partitions batched into groups of ``groupBy("batch").applyInArrow(...)``, and the global steps' primitives
-(``Aggregations``) run as DataFrame aggregations and joins (issue #27).
+(``Aggregations``) run as DataFrame aggregations, joins and windows (issue #27).
 
 As mosaicrown/mondrian does on PySpark, the driver decides which partition goes where and the executors run the
 kernel on Arrow columns; PipelineDP's ``pipeline_backend`` is the model of one algorithm behind several backends.
@@ -125,6 +125,26 @@ class SparkBackend:
                                "published")
         result = np.empty(n, dtype=np.int64)
         result[out.column("row").to_numpy()] = out.column("at").to_numpy()
+        return result
+
+    def previous_per_key(self, keys: ArrayLike, step: str) -> np.ndarray:
+        """``Aggregations.previous_per_key`` as the window ``lag(row) OVER (PARTITION BY key ORDER BY row)`` on
+        Spark (a shuffle of (key, row) by key, each key's rows sorted within its task), the positions put in place
+        by row on the driver. Cost: the column copied once to the JVM, one shuffle; the driver holds two int64
+        arrays."""
+        keys = np.asarray(keys)  # a categorical column as its values
+        n = len(keys)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        frame = self.frame({"key": _arrow(keys), "row": pa.array(np.arange(n, dtype=np.int64))})
+        out = collect(lambda: frame.selectExpr(
+            "row", "coalesce(lag(row) OVER (PARTITION BY key ORDER BY row), -1) AS previous").toArrow(), step,
+            f"{n} rows")
+        if len(out) != n:
+            raise BackendError(f"step {step}: the Spark backend returned {len(out)} rows for {n}; nothing was "
+                               "published")
+        result = np.empty(n, dtype=np.int64)
+        result[out.column("row").to_numpy()] = out.column("previous").to_numpy()
         return result
 
     def frame(self, columns: Mapping[str, pa.Array]) -> DataFrame:

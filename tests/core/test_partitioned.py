@@ -183,8 +183,9 @@ def test_local_primitives_equal_the_naive_references() -> None:
 
 
 def test_a_backend_without_primitives_counts_and_looks_up_locally() -> None:
-    """A backend that only runs kernels (no ``Aggregations``) still serves the global steps: ``dense_counts`` and
-    ``lookup`` fall back to the local primitives, with ``np.bincount``'s and the definition's results."""
+    """A backend that only runs kernels (no ``Aggregations``) still serves the global steps: ``dense_counts``,
+    ``lookup`` and ``previous_per_key`` fall back to the local primitives, with ``np.bincount``'s and the
+    definitions' results."""
 
     class KernelsOnly:
         name = "kernels-only"
@@ -201,3 +202,4 @@ def test_a_backend_without_primitives_counts_and_looks_up_locally() -> None:
     with using(backend):
         assert partitioned.lookup(np.array(["b", "z"], dtype=object), np.array(["a", "b"], dtype=object),
                                   "t").tolist() == [1, -1]
+        assert partitioned.previous_per_key(np.array(["b", "a", "b"], dtype=object), "t").tolist() == [-1, -1, 0]

@@ -110,3 +110,19 @@ def test_a_failing_kernel_is_one_line_naming_the_step_never_sparks_text(spark) -
     assert "kernel refuse_thirteen on 6 partition(s) of 30 rows in 3 batch(es)" in message, message
     assert "p013" not in message and "hiv" not in message and "Traceback" not in message
     assert caught.value.__cause__ is None and caught.value.__context__ is None  # Spark's text travels nowhere
+
+
+def test_a_primitive_failing_on_spark_is_one_line_naming_the_step(spark, monkeypatch) -> None:
+    """The lag by key (``previous_per_key``) over a column whose reading fails inside Spark, its error quoting a
+    person and a value: one ``BackendError`` line naming the step and its rows, never Spark's text."""
+    from dagster_privrelease.spark import SparkBackend
+
+    backend = SparkBackend(spark)
+    failing = spark.range(3).selectExpr("raise_error('p013 has hiv') AS key", "id AS row")
+    monkeypatch.setattr(backend, "frame", lambda columns: failing)
+    with pytest.raises(BackendError) as caught:
+        backend.previous_per_key(np.array(["p013", "p014", "p013"], dtype=object), "previous appearance by individual")
+    message = str(caught.value)
+    assert "\n" not in message and "step previous appearance by individual on 3 rows" in message, message
+    assert "p013" not in message and "hiv" not in message
+    assert caught.value.__cause__ is None and caught.value.__context__ is None

@@ -34,6 +34,7 @@ import pandas as pd
 
 from ...encoding import dense_unique, sensitive_codes, unique_rows
 from ...grouping import group_keys, popcount
+from ...partitioned import lookup
 from ..history import ARCHIVED, Bound, History, Report
 from ..report import skipped
 from .intersection import NO_DISCLOSURE, intersection_runs
@@ -195,9 +196,9 @@ def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.Data
     here. So every class that pairs with release n is live after this, whole, with its every member (the one
     person of a 1-equivalence is found among them, ``_lone_persons``). The cold rows the store gives back
     (``ARCHIVED``) are those of such classes, and may hold a class that came back earlier and is live: that one
-    is dropped from them first. Cost: O(live) for the keys; O(cold given + ids) to find who comes back (hash
-    look-ups) and to drop the classes already live; only when somebody comes back, O(live log live) to sort the
-    live rows by class again."""
+    is dropped from them first. Cost: O(live) for the keys; O(cold given + ids) to find who comes back (a
+    ``partitioned.lookup`` by individual on the current backend) and to drop the classes already live; only when
+    somebody comes back, O(live log live) to sort the live rows by class again."""
     live, cold = state.live, state.cold
     live_key = _keys(live)
     if not len(cold):
@@ -209,7 +210,7 @@ def _pull_returners(ident: str, state: _State, ids: np.ndarray) -> tuple[pd.Data
         if (hit >= 0).any():
             keep = pd.Index(units[np.unique(hit[hit >= 0])]).get_indexer(key) < 0
             cold, key = cold[keep].reset_index(drop=True), key[keep]
-    back = cold[ident].isin(ids).to_numpy() if len(ids) else np.zeros(len(cold), dtype=bool)
+    back = lookup(cold[ident].to_numpy(), ids, "cold classes by individual") >= 0
     if not back.any():
         return live, cold, live_key
     pull = pd.Index(np.unique(key[back])).get_indexer(key) >= 0
@@ -238,10 +239,10 @@ def _retire(live: pd.DataFrame, starts: np.ndarray, at: np.ndarray, new: pd.Data
 def _new_pairs(old: pd.DataFrame, key: np.ndarray, new: pd.DataFrame, at: np.ndarray) -> dict[str, np.ndarray]:
     """The pairs of classes (a earlier, b in the new release) with the same signature that share a person, and
     what they share: ``key_a`` (``grouping.group_keys``, ``key`` of the earlier rows), ``release_a, group_a,
-    group_b, common, size, real_a, real_b``. ``at[i]``: where the person of earlier row i is in ``new`` (one hash
-    look-up each: a person is in one class of a release), -1 when absent; a row is kept when the signatures
-    agree, and the kept rows are counted per (a, b) after one sort. O(old) for the look-up, then O(shared rows
-    log), the shared rows being each person's earlier live classes with its signature."""
+    group_b, common, size, real_a, real_b``. ``at[i]``: where the person of earlier row i is in ``new`` (a person
+    is in one class of a release), -1 when absent; a row is kept when the signatures agree, and the kept rows are
+    counted per (a, b) after one sort. O(shared rows log), the shared rows being each person's earlier live
+    classes with its signature."""
     seen = np.flatnonzero(at >= 0)
     at = at[seen]
     same = old["sig"].to_numpy(np.int64)[seen] == new["sig"].to_numpy(np.int64)[at]
@@ -291,10 +292,11 @@ def _lone_persons(ids: np.ndarray, key: np.ndarray, at: np.ndarray, new_ids: np.
 
 def _fold(history: History, state: _State, release_id: int) -> _State:
     """``state`` (releases before j) with release j folded in: its classes paired with every live class of the
-    same signature sharing a person (``_pull_returners``, ``_new_pairs``); e = |P_a| - |P_a and P_b|
-    (counterfeits are persons of their own, seen once); then the classes without a member in j retired
-    (``_retire``). O(live + shared rows + classes_j x values + cold given): the cold rows given are those the
-    store read back (``ARCHIVED``: the classes of who comes back) and release j's retired ones."""
+    same signature sharing a person (``_pull_returners``, ``_new_pairs``; each live row's person found among
+    release j's by ``partitioned.lookup`` on the current backend, step "live classes by individual");
+    e = |P_a| - |P_a and P_b| (counterfeits are persons of their own, seen once); then the classes without a member
+    in j retired (``_retire``). O(live + shared rows + classes_j x values + cold given): the cold rows given are
+    those the store read back (``ARCHIVED``: the classes of who comes back) and release j's retired ones."""
     if state.status == NON_HOMOGENEOUS:
         return state
     table = history.release(release_id, ["group_id", history.spec.sensitive])  # all ``_release_members`` reads
@@ -304,7 +306,7 @@ def _fold(history: History, state: _State, release_id: int) -> _State:
     new, signatures = _release_members(history, state, table, release_id)
     live, cold, key = _pull_returners(ident, state, new[ident].to_numpy())
     starts = _runs(key)
-    at = pd.Index(new[ident].to_numpy()).get_indexer(live[ident].to_numpy())
+    at = lookup(live[ident].to_numpy(), new[ident].to_numpy(), "live classes by individual")
     pairs = _new_pairs(live, key, new, at)
     common = pairs["common"]
     e = pairs["size"] - common

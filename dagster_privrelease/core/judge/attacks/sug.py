@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...encoding import codes_in, unique_rows
 from ...grouping import bitset_image, pack_bits, popcount, unpack_bits
+from ...partitioned import lookup
 from ...spec import BoundSpec
 from ..history import Bound, History, Report
 from ..report import attack_report, candidate_tuples, skipped
@@ -227,10 +228,11 @@ def _fold(
     untouched until it comes back, never gathered again (``_returning``). ``every_weight``: the memo holds the
     weights of every individual seen before (not a long-form memo, which omits zero rows); one missing raises
     ``MissingWeights``.
-    Release j's individuals get a layer each. An individual seen before continues from f at its last layer: the
-    weight of s' in C_j is the sum over the edges s -> s' of f(s) / out-degree(s) (eq. 1's product, one layer
-    on), times the node weight 1/|C_j|, normalised; its feasible nodes are C_j within the successors of its last
-    layer's feasible nodes (Def. 11, forwards). Then the earlier layers are pruned backwards: V'_i keeps the
+    Release j's individuals get a layer each. An individual seen before (found among the last layers by
+    ``partitioned.lookup`` on the current backend, step "last layers by individual") continues from f at its last
+    layer: the weight of s' in C_j is the sum over the edges s -> s' of f(s) / out-degree(s) (eq. 1's product,
+    one layer on), times the node weight 1/|C_j|, normalised; its feasible nodes are C_j within the successors of
+    its last layer's feasible nodes (Def. 11, forwards). Then the earlier layers are pruned backwards: V'_i keeps the
     nodes with a successor in V'_{i+1}, and the pruning walks back only while it removes something. The sums
     over edges run over the CUS pairs in a fixed order per individual (``_forward``), so that the same
     individual gets the same weights whichever others are folded with it (the window equals the complete
@@ -243,7 +245,7 @@ def _fold(
     who, css = candidate_sets(history, j)
     truth = codes_in(who[spec.sensitive], spec.sensitive_values).astype(np.int64)
     lasts = np.flatnonzero(layers["last"].to_numpy(bool))
-    at = pd.Index(layers[spec.id].to_numpy()[lasts]).get_indexer(who[spec.id].to_numpy())
+    at = lookup(who[spec.id].to_numpy(), layers[spec.id].to_numpy()[lasts], "last layers by individual")
     seen = np.flatnonzero(at >= 0)
     vcols = [c for c in layers.columns if c[0] == "v" and c[1:].isdigit()]
     sets, of_row, _ = unique_rows(pack_bits(css))  # C_j is one of few sets: per set once, then per row a gather

@@ -25,6 +25,7 @@ import pandas as pd
 from ....errors import SpecError
 from ...encoding import qi_values, unique_keys, value_codes
 from ...grouping import bitsets, describe, group_keys, homogeneous, qi_groups
+from ...partitioned import last_per_key, previous_per_key
 from ..history import History, Report
 from ..report import concat_violations, group_violations, verifier_report
 from .single import State, fold_releases, m_uniqueness_of
@@ -207,7 +208,10 @@ def stack_appearances(hosted: Hosted, last_seen: pd.DataFrame | None, sig: np.nd
     """``Appearances`` of release j (``hosted``: that release alone; ``sig``: its groups' values as words) after
     the earlier releases' last appearances ``last_seen`` (None before release 1; narrower words are widened);
     ``extra``: per-group columns to keep (name -> value per group of ``hosted.groups``, 0 for an unpublished
-    group). One stable sort of the stacked ids: O((n_j + individuals seen) log(...))."""
+    group). Each stacked row's previous appearance is a lag by person on the current backend
+    (``partitioned.previous_per_key``, step "previous appearance by individual": locally one hash and one stable
+    sort of the stacked ids, O((n_j + individuals seen) log(...)); on Spark a window); the last appearances follow
+    those links on the driver (``partitioned.last_per_key``, O(rows x the longest chain), a few passes)."""
     host, ident, words = hosted.hosting, hosted.spec.id, sig.shape[1]
     extra = extra or {}
     before = last_seen if last_seen is not None else pd.DataFrame({
@@ -221,11 +225,8 @@ def stack_appearances(hosted: Hosted, last_seen: pd.DataFrame | None, sig: np.nd
     at = np.maximum(group, 0)
     P = len(before)
     people = pd.concat([before[ident], host[ident]], ignore_index=True)
-    person = pd.factorize(people)[0]
-    order = np.argsort(person, kind="stable")  # an individual's last appearance, then this release's, in order
-    same = person[order][1:] == person[order][:-1]
-    previous = np.full(len(person), -1, dtype=np.int64)
-    previous[order[1:][same]] = order[:-1][same]
+    # an individual's last appearance, then this release's, in order: each row's previous one is a lag by person
+    previous = previous_per_key(people, "previous appearance by individual")
     published = np.concatenate([before["published"].to_numpy(bool), found])
     now = P + np.arange(len(host))
     prev = previous[now]
@@ -240,7 +241,7 @@ def stack_appearances(hosted: Hosted, last_seen: pd.DataFrame | None, sig: np.nd
         extra={name: np.concatenate([before[name].to_numpy(np.int64), np.where(found, values[at], 0)])
                for name, values in extra.items()},
         rows=now[pair], prev=prev[pair], first=(prev < 0) & found,
-        last=order[np.r_[~same, True]] if len(order) else order,
+        last=last_per_key(previous),
     )
 
 
