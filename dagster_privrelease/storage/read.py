@@ -9,6 +9,7 @@ own ``judged`` view interprets; the store knows nothing of any model.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .connection import (
     open_duckdb,
     query_frame,
     quote,
+    registered,
     release_arrow_memory,
     release_rows,
     scalar,
@@ -47,7 +49,7 @@ from .schema import (
     state_tables,
     stored_snapshot,
 )
-from .write import _FRAME, archive_table, frame_digest, query_digest
+from .write import archive_table, frame_digest, query_digest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -161,20 +163,25 @@ class StoreReader(StoreSchema):
                                   [release_id])
         return frame_digest(frame[[self.spec.id]]) == stored
 
-    def holds_snapshot(self, release_id: int, frame: pd.DataFrame) -> bool:
+    def holds_snapshot(self, release_id: int, frame: pd.DataFrame, same_ids: bool = False) -> bool:
         """Whether the validated snapshot ``frame`` holds exactly the rows of the staged T(release_id), i.e. whether
         their ``frame_digest``s are equal (False when T(release_id) was never staged).
 
         The digests are compared only after the cheaper tests of ``holds_ids`` (the same count, the same ids),
         which equal digests imply; so a store whose snapshots carry no digest of their own is answered exactly as
-        by comparing whole digests. Cost: ``holds_ids``; when the ids agree, a read of T(release_id) and two
-        digests of whole snapshots.
+        by comparing whole digests. ``same_ids``: the caller found ``holds_ids`` true for ``frame``'s ids
+        already (``pipeline.unchanged``), so it is not asked again. Cost: ``holds_ids``; when the ids agree, the
+        stored T(release_id) digested as DuckDB reads it (``query_digest``: Arrow, a Python string per distinct
+        text) and ``frame`` digested.
         """
-        if not self.holds_ids(release_id, frame):
+        if not same_ids and not self.holds_ids(release_id, frame):
             return False
         with self._open() as con:
-            stored = stored_snapshot(con, release_id)
-        return stored is not None and frame_digest(frame) == frame_digest(stored)
+            if not is_staged(con, release_id):
+                return False
+            stored = query_digest(con, "SELECT * EXCLUDE (release_id) FROM private.snapshot WHERE release_id = ?",
+                                  [release_id])
+        return frame_digest(frame) == stored
 
     def previous(
         self, release_id: int, reads: Reads = "previous", columns: Mapping[PreviousPart, Sequence[str]] | None = None,
@@ -277,28 +284,34 @@ class StoreReader(StoreSchema):
         """``core.stream.changes`` of T(release_id - 1) and T(release_id) as staged, each less the ids ``held``
         gives for it (the tuples its release holds back), counted inside DuckDB: ``inserts`` (ids only in
         T(release_id)), ``deletes`` (ids only in T(release_id - 1); none for release 1) and ``updates`` (ids in
-        both with another value in some column, two nulls equal: ``IS DISTINCT FROM``). StoreError when
-        T(release_id) was never staged. Cost: one hash join of the two snapshots in DuckDB; nothing read into
-        Python but three counts."""
+        both with another value in some column, two nulls equal). StoreError when T(release_id) was never staged.
+
+        Each snapshot is read as its ids and one 64-bit hash of each row's other columns (DuckDB's ``hash``,
+        under which two nulls, NaNs, or 0.0 and -0.0 hash alike, as ``IS NOT DISTINCT FROM`` equates them), and
+        the two are joined by id: an update is an id whose hashes differ, so one whose two rows hash alike (a
+        chance of 2^-64 a tuple) would be counted unchanged. Cost: one hash join of (id, hash) pairs, about 0.09
+        GB at 1M rows (joining the rows whole held every column of both: 1.1 GB); the held-back ids by an anti
+        join; nothing read into Python but three counts."""
         ident = quote(self.spec.id)
-        differ = " OR ".join(f"c.{quote(n)} IS DISTINCT FROM p.{quote(n)}" for n in self.spec.columns
-                             if n != self.spec.id) or "false"
-        kept = pd.concat([pd.DataFrame({"release_id": np.int64(j), "id": ids.to_numpy()})
-                          for j, ids in held.items() if len(ids)] or [pd.DataFrame({"release_id": [0], "id": [None]})])
-        sql = (f"WITH t AS (SELECT * FROM private.snapshot AS s WHERE release_id IN (?, ?) AND NOT EXISTS "
-               f"(SELECT 1 FROM {_FRAME} AS h WHERE h.release_id = s.release_id AND h.id = s.{ident})), "
-               "c AS (SELECT * FROM t WHERE release_id = ?), p AS (SELECT * FROM t WHERE release_id = ?) "
-               f"SELECT count(*) FILTER (WHERE p.{ident} IS NULL), count(*) FILTER (WHERE c.{ident} IS NULL), "
-               f"count(*) FILTER (WHERE c.{ident} IS NOT NULL AND p.{ident} IS NOT NULL AND ({differ})) "
-               f"FROM c FULL OUTER JOIN p ON c.{ident} = p.{ident}")
+        others = [quote(n) for n in self.spec.columns if n != self.spec.id]
+        row = f"hash({', '.join(f's.{c}' for c in others)})" if others else "0"
+        kept = [pd.DataFrame({"release_id": np.int64(j), "id": ids.to_numpy()}) for j, ids in held.items() if len(ids)]
+
+        def published(release: str, frame: str | None) -> str:
+            """(id, row hash) of the tuples of T(``release``) its release publishes."""
+            anti = (f" ANTI JOIN {frame} AS h ON h.release_id = s.release_id AND h.id = s.{ident}"
+                    if frame else "")
+            return f"SELECT s.{ident} AS id, {row} AS h FROM private.snapshot AS s{anti} WHERE s.release_id = {release}"
+
         with self._open() as con:
             if not is_staged(con, release_id):
                 raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-            con.register(_FRAME, kept)
-            try:
-                counts = first_row(con, sql, [release_id, release_id - 1, release_id, release_id - 1])
-            finally:
-                con.unregister(_FRAME)
+            with registered(con, pd.concat(kept, ignore_index=True)) if kept else contextlib.nullcontext() as frame:
+                counts = first_row(con, (
+                    f"WITH c AS ({published('$now', frame)}), p AS ({published('$before', frame)}) "
+                    "SELECT count(*) FILTER (WHERE p.id IS NULL), count(*) FILTER (WHERE c.id IS NULL), "
+                    "count(*) FILTER (WHERE c.id IS NOT NULL AND p.id IS NOT NULL AND c.h <> p.h) "
+                    "FROM c FULL OUTER JOIN p ON c.id = p.id"), {"now": release_id, "before": release_id - 1})
         inserts, deletes, updates = counts or (0, 0, 0)
         return {"inserts": int(inserts), "deletes": int(deletes), "updates": int(updates)}
 
