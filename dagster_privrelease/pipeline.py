@@ -203,13 +203,13 @@ def stage(store: ReleaseStore, release_id: int, df: pd.DataFrame) -> int:
     """Validate ``df`` and store it as T(release_id); return how many rows T(release_id) has as stored
     (``ReleaseStore.stage_snapshot``: a published T(release_id) is kept as it is; an unpublished one is kept when
     ``df`` has the same rows and is replaced, with everything staged with it, when it has other rows), read back
-    as the id column alone (``staged_snapshot`` reads the rows). SnapshotError for rows the spec refuses,
+    as a count (``staged_snapshot`` reads the rows). SnapshotError for rows the spec refuses,
     StoreError for an id out of order, SpecError for a spec whose model or parameters differ from the history's
     (``check_model``)."""
     with step("staging"):
         store.ensure_schema()
         check_model(store)
-        return len(store.stage_snapshot(release_id, df, [store.spec.id]))
+        return len(store.stage_snapshot(release_id, df, []))
 
 
 def check_model(store: ReleaseStore) -> None:
@@ -256,7 +256,8 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
 
     Cost: what it takes to tell the snapshots apart: a count and the ids alone (``ReleaseStore.holds_ids``: the
     stored ids read as Arrow and digested), then, only when the ids are the same, ``validate_snapshot`` of
-    ``df`` and the whole stored snapshot (``ReleaseStore.holds_snapshot``). A new release inserts or deletes
+    ``df`` and the digest of the whole stored snapshot, read as Arrow (``ReleaseStore.holds_snapshot``, the ids
+    not compared twice). A new release inserts or deletes
     someone, so it costs the count and the ids: neither a validation nor a read and digest of all of T(n-1).
     """
     asked = tuple(model_spec(store.spec, attributes).quasi_identifiers)  # refuses bad attributes up front
@@ -269,8 +270,8 @@ def unchanged(store: ReleaseStore, df: pd.DataFrame, attributes: Sequence[str] |
         return None
     if store.spec.id in df.columns and not store.holds_ids(last, df):  # other rows: staging validates them
         return None
-    frame = validate_snapshot(df, store.spec)
-    return last if store.holds_snapshot(last, frame) else None
+    frame = validate_snapshot(df, store.spec)  # refuses a snapshot without the id column
+    return last if store.holds_snapshot(last, frame, same_ids=True) else None
 
 
 def model_spec(spec: Spec, attributes: Sequence[str] | None) -> Spec:

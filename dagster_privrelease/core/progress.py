@@ -9,17 +9,44 @@ reported from the thread that runs them; work a step hands to a pool of threads 
 
 A step's name says what runs, never which individual, group or value it reads: names are fixed strings of the
 code (``staging``, ``attack intersection``), so a report holds nothing of the private side.
+
+Every step starts by giving the memory the steps before it freed back to the system (``give_back``), listened to
+or not: glibc's malloc keeps freed pages in the arena of the thread that freed them (DuckDB's and numba's worker
+threads each have one), where the next step, run on another thread, cannot reuse them, so without it each step
+would start from the high-water mark of the ones before (release 2 of 1M Census-KDD rows through the CLI: up to
+0.3 GB less between steps, though the peak inside a step moves little, 2.16 -> 2.14 GB; 1.32 -> 1.17 GB at 300k).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
-__all__ = ["LineReporter", "Reporter", "reporting", "step"]
+__all__ = ["LineReporter", "Reporter", "give_back", "reporting", "step"]
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc's), or None for one without it (musl, macOS)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back() -> None:
+    """Return to the system the pages glibc's malloc holds free in every arena (``malloc_trim(0)``), so that the
+    process's resident memory is what is live. A no-op without glibc. Cost: a walk of the arenas' free lists
+    (milliseconds for a heap of GBs)."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 class Reporter(Protocol):
@@ -73,7 +100,9 @@ def reporting(reporter: Reporter | None) -> Iterator[None]:
 @contextmanager
 def step(name: str) -> Iterator[None]:
     """Mark the block as step ``name`` (a fixed string: what runs): every listening reporter hears it start and,
-    when the block ends without raising, end with its wall seconds. Silent, and O(1), when nobody listens."""
+    when the block ends without raising, end with its wall seconds. Silent when nobody listens. The step starts
+    with ``give_back``; otherwise O(1)."""
+    give_back()
     reporters, running = _ACTIVE.get()
     if not reporters:
         yield

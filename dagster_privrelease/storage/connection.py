@@ -360,8 +360,25 @@ def checkpoint(con: duckdb.DuckDBPyConnection, restore: dict[str, str]) -> None:
             con.execute(f"SET {name} = $value", {"value": value})
 
 
-def first_row(con: duckdb.DuckDBPyConnection, sql: str, args: list | None = None) -> tuple | None:
-    """The first row of a query, or None; the result is read to the end (DuckDB refuses new work on a
+#: The name a pandas frame is read under by the statements of a ``registered`` block.
+FRAME = "_privrelease_frame"
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> Iterator[str]:
+    """``frame`` readable on ``con`` as the view ``FRAME`` for the block (DuckDB scans it in place, no copy);
+    yields the name. The view is dropped when the block ends; after a failed statement the transaction refuses
+    that, and its rollback drops the view instead. O(1)."""
+    con.register(FRAME, frame)
+    try:
+        yield FRAME
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(FRAME)
+
+
+def first_row(con: duckdb.DuckDBPyConnection, sql: str, args: list | dict[str, Any] | None = None) -> tuple | None:
+    """The first row of a query (``args``: its parameters, by position or by name), or None; the result is read to the end (DuckDB refuses new work on a
     connection with an unfinished result)."""
     rows = con.execute(sql, args or []).fetchall()
     return rows[0] if rows else None

@@ -9,6 +9,7 @@ own ``judged`` view interprets; the store knows nothing of any model.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .connection import (
     open_duckdb,
     query_frame,
     quote,
+    registered,
     release_arrow_memory,
     release_rows,
     scalar,
@@ -47,7 +49,7 @@ from .schema import (
     state_tables,
     stored_snapshot,
 )
-from .write import _FRAME, archive_table, frame_digest, query_digest
+from .write import archive_table, frame_digest, query_digest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -161,20 +163,25 @@ class StoreReader(StoreSchema):
                                   [release_id])
         return frame_digest(frame[[self.spec.id]]) == stored
 
-    def holds_snapshot(self, release_id: int, frame: pd.DataFrame) -> bool:
+    def holds_snapshot(self, release_id: int, frame: pd.DataFrame, same_ids: bool = False) -> bool:
         """Whether the validated snapshot ``frame`` holds exactly the rows of the staged T(release_id), i.e. whether
         their ``frame_digest``s are equal (False when T(release_id) was never staged).
 
         The digests are compared only after the cheaper tests of ``holds_ids`` (the same count, the same ids),
         which equal digests imply; so a store whose snapshots carry no digest of their own is answered exactly as
-        by comparing whole digests. Cost: ``holds_ids``; when the ids agree, a read of T(release_id) and two
-        digests of whole snapshots.
+        by comparing whole digests. ``same_ids``: the caller found ``holds_ids`` true for ``frame``'s ids
+        already (``pipeline.unchanged``), so it is not asked again. Cost: ``holds_ids``; when the ids agree, the
+        stored T(release_id) digested as DuckDB reads it (``query_digest``: Arrow, a Python string per distinct
+        text) and ``frame`` digested.
         """
-        if not self.holds_ids(release_id, frame):
+        if not same_ids and not self.holds_ids(release_id, frame):
             return False
         with self._open() as con:
-            stored = stored_snapshot(con, release_id)
-        return stored is not None and frame_digest(frame) == frame_digest(stored)
+            if not is_staged(con, release_id):
+                return False
+            stored = query_digest(con, "SELECT * EXCLUDE (release_id) FROM private.snapshot WHERE release_id = ?",
+                                  [release_id])
+        return frame_digest(frame) == stored
 
     def previous(
         self, release_id: int, reads: Reads = "previous", columns: Mapping[PreviousPart, Sequence[str]] | None = None,
@@ -277,28 +284,34 @@ class StoreReader(StoreSchema):
         """``core.stream.changes`` of T(release_id - 1) and T(release_id) as staged, each less the ids ``held``
         gives for it (the tuples its release holds back), counted inside DuckDB: ``inserts`` (ids only in
         T(release_id)), ``deletes`` (ids only in T(release_id - 1); none for release 1) and ``updates`` (ids in
-        both with another value in some column, two nulls equal: ``IS DISTINCT FROM``). StoreError when
-        T(release_id) was never staged. Cost: one hash join of the two snapshots in DuckDB; nothing read into
-        Python but three counts."""
+        both with another value in some column, two nulls equal). StoreError when T(release_id) was never staged.
+
+        Each snapshot is read as its ids and one 64-bit hash of each row's other columns (DuckDB's ``hash``,
+        under which two nulls, NaNs, or 0.0 and -0.0 hash alike, as ``IS NOT DISTINCT FROM`` equates them), and
+        the two are joined by id: an update is an id whose hashes differ, so one whose two rows hash alike (a
+        chance of 2^-64 a tuple) would be counted unchanged. Cost: one hash join of (id, hash) pairs, about 0.09
+        GB at 1M rows (joining the rows whole held every column of both: 1.1 GB); the held-back ids by an anti
+        join; nothing read into Python but three counts."""
         ident = quote(self.spec.id)
-        differ = " OR ".join(f"c.{quote(n)} IS DISTINCT FROM p.{quote(n)}" for n in self.spec.columns
-                             if n != self.spec.id) or "false"
-        kept = pd.concat([pd.DataFrame({"release_id": np.int64(j), "id": ids.to_numpy()})
-                          for j, ids in held.items() if len(ids)] or [pd.DataFrame({"release_id": [0], "id": [None]})])
-        sql = (f"WITH t AS (SELECT * FROM private.snapshot AS s WHERE release_id IN (?, ?) AND NOT EXISTS "
-               f"(SELECT 1 FROM {_FRAME} AS h WHERE h.release_id = s.release_id AND h.id = s.{ident})), "
-               "c AS (SELECT * FROM t WHERE release_id = ?), p AS (SELECT * FROM t WHERE release_id = ?) "
-               f"SELECT count(*) FILTER (WHERE p.{ident} IS NULL), count(*) FILTER (WHERE c.{ident} IS NULL), "
-               f"count(*) FILTER (WHERE c.{ident} IS NOT NULL AND p.{ident} IS NOT NULL AND ({differ})) "
-               f"FROM c FULL OUTER JOIN p ON c.{ident} = p.{ident}")
+        others = [quote(n) for n in self.spec.columns if n != self.spec.id]
+        row = f"hash({', '.join(f's.{c}' for c in others)})" if others else "0"
+        kept = [pd.DataFrame({"release_id": np.int64(j), "id": ids.to_numpy()}) for j, ids in held.items() if len(ids)]
+
+        def published(release: str, frame: str | None) -> str:
+            """(id, row hash) of the tuples of T(``release``) its release publishes."""
+            anti = (f" ANTI JOIN {frame} AS h ON h.release_id = s.release_id AND h.id = s.{ident}"
+                    if frame else "")
+            return f"SELECT s.{ident} AS id, {row} AS h FROM private.snapshot AS s{anti} WHERE s.release_id = {release}"
+
         with self._open() as con:
             if not is_staged(con, release_id):
                 raise StoreError(f"release {release_id}: no snapshot staged; stage the snapshot first")
-            con.register(_FRAME, kept)
-            try:
-                counts = first_row(con, sql, [release_id, release_id - 1, release_id, release_id - 1])
-            finally:
-                con.unregister(_FRAME)
+            with registered(con, pd.concat(kept, ignore_index=True)) if kept else contextlib.nullcontext() as frame:
+                counts = first_row(con, (
+                    f"WITH c AS ({published('$now', frame)}), p AS ({published('$before', frame)}) "
+                    "SELECT count(*) FILTER (WHERE p.id IS NULL), count(*) FILTER (WHERE c.id IS NULL), "
+                    "count(*) FILTER (WHERE c.id IS NOT NULL AND p.id IS NOT NULL AND c.h <> p.h) "
+                    "FROM c FULL OUTER JOIN p ON c.id = p.id"), {"now": release_id, "before": release_id - 1})
         inserts, deletes, updates = counts or (0, 0, 0)
         return {"inserts": int(inserts), "deletes": int(deletes), "updates": int(updates)}
 
@@ -330,8 +343,10 @@ class StoreReader(StoreSchema):
         (with a candidate) those of ``private.candidate_state_<name>`` of release i, with ``release_id``; a name
         with no such rows is left out. Snapshots are as staged: what a model's state changes about them is the
         model's ``judged`` view. The published rows, R(j), the snapshots and the hosting groups are read with
-        their text columns as categoricals (``_rows_upto``). ``History.memo``: the judge's memo of release
-        ``last - 1``. The memory Arrow's pool held for the reading is given back to the system when it ends
+        their text columns as categoricals (``_rows_upto``), the hosting groups' ids with the snapshots'
+        categories (``_sharing_ids``). ``History.memo``: the judge's memo of release ``last - 1``, each id that
+        the snapshots hold the same Python string as theirs (``_vocabulary``). So the window holds one string per
+        person, not one per frame (1M rows, release 2: four copies of 1.1M ids, about 60 MB each, were). The memory Arrow's pool held for the reading is given back to the system when it ends
         (``release_arrow_memory``): the frames are the window's memory, not the batches they were read from.
 
         ``since``: the first release whose rows are read (``History.first``); 1 reads every published row (cost
@@ -375,15 +390,18 @@ class StoreReader(StoreSchema):
                 if len(frame):
                     states[name] = frame
 
+            snapshots = _rows_upto(con, "private.snapshot", since, last, None, None)
+            hosting = _sharing_ids(read("private.hosting", "private.candidate_hosting"), snapshots, self.spec.id)
             history = History(
                 spec=self._bound_spec(con, self._binding_columns(con, last)),
                 releases=read("published.release", "private.candidate_release"),
                 counterfeits=read("published.counterfeit", "private.candidate_counterfeit"),
-                snapshots=_rows_upto(con, "private.snapshot", since, last, None, None),
-                hosting=read("private.hosting", "private.candidate_hosting"),
+                snapshots=snapshots,
+                hosting=hosting,
                 candidate_sets=_candidate_sets(con, last),
                 memo=_judge_memo(con, last - 1, self.spec.id,
-                                 "private.candidate_hosting" if candidate is not None else "private.hosting"),
+                                 "private.candidate_hosting" if candidate is not None else "private.hosting",
+                                 _vocabulary(snapshots, self.spec.id)),
                 states=states,
                 first=since,
             )
@@ -566,16 +584,60 @@ def _returning(con: duckdb.DuckDBPyConnection, ident: str, sensitive: str, relea
     return {"returning": returning, "returning_groups": groups}
 
 
-def _judge_memo(con: duckdb.DuckDBPyConnection, release_id: int, ident: str,
-                hosting: str) -> dict[tuple[str, int], pd.DataFrame]:
+def _sharing_ids(hosting: pd.DataFrame, snapshots: pd.DataFrame, ident: str) -> pd.DataFrame:
+    """``hosting`` with its id column recoded to the categories of ``snapshots``' (the same ``pd.Index``, so one
+    Python string per id for both frames) when they hold all of its own, as the store's invariants say (every
+    hosted tuple is a row of its release's snapshot); ``hosting`` as it is otherwise, or when either id column is
+    not a categorical. The codes still order as the text does (both category lists are sorted). O(categories)
+    look-ups (a hash table of the snapshots' categories while it runs), then O(rows) to recode."""
+    theirs, ours = snapshots.get(ident), hosting.get(ident)
+    if theirs is None or ours is None or not (isinstance(theirs.dtype, pd.CategoricalDtype)
+                                              and isinstance(ours.dtype, pd.CategoricalDtype)):
+        return hosting
+    if not ours.cat.categories.isin(theirs.cat.categories).all():
+        return hosting
+    codes = theirs.cat.categories.get_indexer(ours.cat.categories)[ours.cat.codes.to_numpy()]
+    hosting[ident] = pd.Categorical.from_codes(codes, dtype=theirs.dtype, validate=False)
+    return hosting
+
+
+def _vocabulary(snapshots: pd.DataFrame, ident: str) -> tuple[pa.Array, np.ndarray] | None:
+    """The window's ids as ``_interned`` looks them up: their texts as Arrow strings and the Python strings of
+    ``snapshots``' id categories in the same order; None when the id is not a text categorical. O(ids)."""
+    column = snapshots.get(ident)
+    if column is None or not isinstance(column.dtype, pd.CategoricalDtype):
+        return None
+    objects = column.cat.categories.to_numpy(dtype=object)
+    return pa.array(objects, type=pa.string()), objects
+
+
+def _interned(column: pa.ChunkedArray, vocabulary: tuple[pa.Array, np.ndarray]) -> np.ndarray:
+    """``column`` (text) as an object array whose cells found in ``vocabulary`` (``_vocabulary``) are its Python
+    strings, not new ones: a memo entry of 1M ids then adds 8 MB of pointers, not 60 MB of strings. The cells not
+    found (people the window's snapshots do not hold, nulls) are converted as Arrow converts them. O(rows) hash
+    look-ups (``pc.index_in``)."""
+    words, objects = vocabulary
+    found = pc.index_in(column, value_set=words)
+    out = np.empty(len(column), dtype=object)
+    known = np.asarray(found.is_valid())
+    out[known] = objects[np.asarray(found.drop_null(), dtype=np.intp)]
+    if not known.all():
+        out[~known] = column.filter(pa.array(~known)).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _judge_memo(con: duckdb.DuckDBPyConnection, release_id: int, ident: str, hosting: str,
+                vocabulary: tuple[pa.Array, np.ndarray] | None = None) -> dict[tuple[str, int], pd.DataFrame]:
     """The judge's memo of release ``release_id`` (``StoreWriter.save_judge_memo``): what judging the next release
     (whose hosting rows are in the table ``hosting``) folds its own release into. Empty when none was saved. An
     entry kept by append (``ARCHIVED``) is read from its table, for the units of the persons of the next release
-    who are not in release ``release_id`` only (``_archived``)."""
+    who are not in release ``release_id`` only (``_archived``). A text id column (``ident``) of an entry is read
+    with the Python strings of ``vocabulary`` where it holds them (``memo_frame``)."""
     if not table_exists(con, "private", "judge_memo"):
         return {}
     rows = con.execute("SELECT name, frame FROM private.judge_memo WHERE release_id = ?", [release_id]).fetchall()
-    memo = {(name, release_id): memo_frame(blob) for name, blob in rows}
+    shared = {ident: vocabulary} if vocabulary is not None else None
+    memo = {(name, release_id): memo_frame(blob, shared) for name, blob in rows}
     for name in ARCHIVED:
         if (name, release_id) in memo:
             memo[(name, release_id)] = _archived(con, name, release_id, ident, hosting, memo[(name, release_id)])
@@ -616,17 +678,24 @@ def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident:
 _PARQUET_MAGIC = b"PAR1"
 
 
-def memo_frame(blob: bytes) -> pd.DataFrame:
+def memo_frame(blob: bytes, shared: Mapping[str, tuple[pa.Array, np.ndarray]] | None = None) -> pd.DataFrame:
     """An entry of the judge's memo as ``write.memo_blob`` stored it (an Arrow IPC stream), or as stores written
     before it did (a Parquet file, told by its leading magic bytes ``PAR1``; an IPC stream starts with a
     continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond LZ4's
     decompression), then converted to pandas once, each text cell its own string: an entry's text is mostly ids,
     one per row, which Arrow's de-duplication (``deduplicate_objects``) would hash into a table as large as the
     strings to find none equal (it raised reading the 300k-row entries of a Census-KDD window by 0.1 GB a table).
-    O(size of the entry)."""
+    A text column named in ``shared`` is read instead with the Python strings its vocabulary holds
+    (``_interned``). O(size of the entry)."""
     if blob[:4] == _PARQUET_MAGIC:
         return pd.read_parquet(io.BytesIO(blob))
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas(deduplicate_objects=False)
+    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    interned = {name: _interned(table.column(name), vocabulary) for name, vocabulary in (shared or {}).items()
+                if name in table.column_names and is_text(table.schema.field(name).type)}
+    frame = table.drop_columns(list(interned)).to_pandas(deduplicate_objects=False)
+    for name, values in interned.items():
+        frame.insert(table.column_names.index(name), name, values)
+    return frame
 
 
 def _manifest(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -294,11 +294,14 @@ def stored_columns(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 def stored_snapshot(
     con: duckdb.DuckDBPyConnection, release_id: int, columns: list[str] | None = None
 ) -> pd.DataFrame | None:
-    """T(release_id) as staged, without release_id (only ``columns``, in that order, when given), or None when it
-    was never staged. A scan of the snapshots; reading one column (``pipeline.unchanged`` reads the ids) costs
-    about 1/d of reading them all."""
+    """T(release_id) as staged, without release_id (only ``columns``, in that order, when given: ``[]`` gives a
+    frame of no column, one row per staged row, counted without reading any), or None when it was never staged.
+    A scan of the snapshots; reading one column costs about 1/d of reading them all."""
     if not table_exists(con, "private", "snapshot"):
         return None
+    if columns == []:
+        rows = snapshot_size(con, release_id)
+        return pd.DataFrame(index=pd.RangeIndex(rows)) if rows else None
     frame = release_rows(con, "private.snapshot", release_id, columns)
     return frame if len(frame) else None
 

@@ -9,7 +9,6 @@ each published release's content (``release_digest``) is kept in ``private.diges
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -31,7 +30,7 @@ from ..core.models import find
 from ..core.release import Release
 from ..core.spec import BoundSpec, validate_snapshot
 from ..errors import StoreError
-from .connection import first_row, is_text, quote, release_arrow_memory, scalar, table_exists
+from .connection import first_row, is_text, quote, registered, release_arrow_memory, scalar, table_exists
 from .schema import (
     StoreSchema,
     ids_text,
@@ -47,7 +46,6 @@ from .schema import (
     stored_snapshot,
 )
 
-_FRAME = "_privrelease_frame"
 #: The tables of the judge's memo entries kept by append (``archive_table``).
 ARCHIVE_PREFIX = "judge_archive_"
 _STATE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -221,7 +219,8 @@ class StoreWriter(StoreSchema):
     def stage_snapshot(self, release_id: int, snapshot: pd.DataFrame,
                        columns: list[str] | None = None) -> pd.DataFrame:
         """Validate ``snapshot`` and store it as T(release_id); return the stored snapshot (its ``columns`` only,
-        when given: ``pipeline.stage`` reads back the ids alone, not a frame of every text cell).
+        when given: ``pipeline.stage`` asks for none, ``[]``, and gets a frame of the stored rows' count, not a
+        frame of every text cell).
 
         A *published* T(release_id) is returned unchanged: a published release's snapshot is never replaced, so
         the release stays reproducible. An unpublished T(release_id) with the same rows (``frame_digest``) is
@@ -235,11 +234,11 @@ class StoreWriter(StoreSchema):
             stored = stored_snapshot(con, release_id) if is_staged(con, release_id) else None
             published = published_ids(con)
             if stored is not None and release_id in published:
-                return stored[columns] if columns else stored
+                return stored if columns is None else stored[columns]
             frame = validate_snapshot(snapshot, self.spec)
             if stored is not None:
                 if frame_digest(frame) == frame_digest(stored):
-                    return stored[columns] if columns else stored
+                    return stored if columns is None else stored[columns]
                 _drop_staged(con, release_id)
                 if not published and not staged_ids(con):  # the replaced capture's column types bind nothing
                     _forget_columns(con)
@@ -468,12 +467,9 @@ class StoreWriter(StoreSchema):
                     _archive(con, name, unit_columns(name, self.spec.id), int(j), memo[(name, j)])
             entries = entries.assign(frame=[memo_blob(memo[(n, j)].iloc[:0] if n in ARCHIVED else memo[(n, j)])
                                             for n, j in zip(entries["name"], entries["release_id"], strict=True)])
-            con.register(_FRAME, entries[["release_id", "name"]])
-            try:
-                con.execute(f"DELETE FROM private.judge_memo AS m USING {_FRAME} AS n WHERE m.name = n.name "
+            with registered(con, entries[["release_id", "name"]]) as frame:
+                con.execute(f"DELETE FROM private.judge_memo AS m USING {frame} AS n WHERE m.name = n.name "
                             "AND (m.release_id = n.release_id OR m.release_id < n.release_id - 1)")
-            finally:
-                con.unregister(_FRAME)
             _insert(con, "private.judge_memo", entries)
         release_arrow_memory()  # the entries' Arrow tables, serialised and freed
 
@@ -535,7 +531,6 @@ def _archive(con: duckdb.DuckDBPyConnection, name: str, units: tuple[str, ...], 
     table = f"private.{archive_table(name)}"
     rows = frame.assign(archived_at=np.int64(release_id), seq=np.arange(len(frame), dtype=np.int64))
     types = _contract_types(con, rows)
-    con.register(_FRAME, rows)
     try:
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} "
                     f"({', '.join(f'{quote(c)} {kind}' for c, kind in types.items())})")
@@ -546,13 +541,11 @@ def _archive(con: duckdb.DuckDBPyConnection, name: str, units: tuple[str, ...], 
         if not len(rows):
             return
         same = " AND ".join(f"k.{quote(c)} = f.{quote(c)}" for c in units)
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME} AS f "
-                    f"WHERE NOT EXISTS (SELECT 1 FROM {table} AS k WHERE {same})")
+        with registered(con, rows) as given:
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {given} AS f "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM {table} AS k WHERE {same})")
     except duckdb.Error as exc:
         raise StoreError(refused_rows(table, "archive the judge's", rows, exc)) from exc
-    finally:
-        with contextlib.suppress(duckdb.Error):
-            con.unregister(_FRAME)
 
 
 def _contract_types(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> dict[str, str]:
@@ -629,14 +622,11 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> 
     """``INSERT INTO table BY NAME`` the rows of ``frame`` (columns matched by name, never by position)."""
     if len(frame) == 0:
         return
-    con.register(_FRAME, frame)
     try:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME}")
+        with registered(con, frame) as given:
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {given}")
     except duckdb.Error as exc:
         raise StoreError(refused_rows(table, "store the", frame, exc)) from exc
-    finally:
-        with contextlib.suppress(duckdb.Error):  # after a failed statement the transaction refuses it; rollback drops it
-            con.unregister(_FRAME)
 
 
 def refused_rows(table: str, what: str, frame: pd.DataFrame, exc: duckdb.Error) -> str:
