@@ -123,9 +123,7 @@ class SparkBackend:
         if len(out) != n:
             raise BackendError(f"step {step}: the lookup's table holds a key more than once ({size}); nothing was "
                                "published")
-        result = np.empty(n, dtype=np.int64)
-        result[out.column("row").to_numpy()] = out.column("at").to_numpy()
-        return result
+        return in_row_order(out, "at")
 
     def previous_per_key(self, keys: ArrayLike, step: str) -> np.ndarray:
         """``Aggregations.previous_per_key`` as the window ``lag(row) OVER (PARTITION BY key ORDER BY row)`` on
@@ -143,13 +141,19 @@ class SparkBackend:
         if len(out) != n:
             raise BackendError(f"step {step}: the Spark backend returned {len(out)} rows for {n}; nothing was "
                                "published")
-        result = np.empty(n, dtype=np.int64)
-        result[out.column("row").to_numpy()] = out.column("previous").to_numpy()
-        return result
+        return in_row_order(out, "previous")
 
     def frame(self, columns: Mapping[str, pa.Array]) -> DataFrame:
         """A DataFrame of Arrow ``columns`` (one copy to the JVM; over Spark Connect, to the server)."""
         return self.session.createDataFrame(pa.table(dict(columns)))
+
+
+def in_row_order(out: pa.Table, column: str) -> np.ndarray:
+    """``out[column]`` (int64) put in place by ``out["row"]``, the positions 0..len(out)-1 in some order (a
+    shuffle's output). Cost: two int64 arrays on the driver."""
+    result = np.empty(len(out), dtype=np.int64)
+    result[out.column("row").to_numpy()] = out.column(column).to_numpy()
+    return result
 
 
 def collect(action: Callable[[], T], step: str, size: str) -> T:
