@@ -33,12 +33,11 @@ screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py
 
 # In parallel (pytest-xdist): a worker per logical core, each test handed to the next free worker (a module's tests
-# may run on several workers: each test keeps to its own tmp_path and monkeypatch), but the tests marked
-# xdist_group("spark") all on one worker, so the run starts one JVM. `make test WORKERS=0`: serially.
+# may run on several workers: each test keeps to its own tmp_path and monkeypatch). `make test WORKERS=0`: serially.
 # The 15 slowest tests are listed at the end. Property tests run a quarter of their examples (tests/budget.py).
 WORKERS ?= logical
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --durations=15
 
 # The minutes-long runs left out of `make test` (marked slow), then every property test with all its examples.
 test-slow: $(STAMP)
