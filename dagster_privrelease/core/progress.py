@@ -20,7 +20,6 @@ would start from the high-water mark of the ones before (release 2 of 1M Census-
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,9 +30,10 @@ __all__ = ["LineReporter", "Reporter", "give_back", "reporting", "step"]
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    """The C library's ``malloc_trim`` (glibc's), or None for one without it (musl, macOS)."""
+    """The C library's ``malloc_trim`` (glibc's) among the process's own symbols, or None for a C library without
+    it (musl, macOS). No ``ctypes.util.find_library``: it runs ``ldconfig`` in a subprocess."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):
         return None
 
