@@ -111,7 +111,7 @@ def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, ca
     store, n = staged(tmp_path / "c.duckdb", case)
     coded = store.history(candidate=n)
     rows_upto = read._rows_upto
-    monkeypatch.setattr(read, "_rows_upto", lambda *args: rows_upto(*args, coded=False))
+    monkeypatch.setattr(read, "_rows_upto", lambda *args, **kwargs: rows_upto(*args, **{**kwargs, "coded": False}))
     plain = store.history(candidate=n)
     assert any(isinstance(t, pd.CategoricalDtype) for t in coded.releases.dtypes)
     assert not any(isinstance(t, pd.CategoricalDtype) for t in plain.releases.dtypes)
@@ -124,3 +124,48 @@ def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, ca
     strict = [k_anonymity(h.releases, 10**6) for h in (coded, plain)]  # every group violates: named by its labels
     assert len(strict[1].violations) and set(attributes[-1] if attributes else ["sex"]) <= set(strict[1].violations)
     pdt.assert_frame_equal(strict[0].violations, strict[1].violations, check_exact=True)
+
+
+@pytest.mark.parametrize("case", ["l_diversity", "m_invariance", "m_distinct", "sequential_l_diversity"])
+def test_the_judge_reports_the_same_on_narrowed_bounds(tmp_path, monkeypatch, case):
+    """The window's integer bounds read as int16 (``read._narrowed``) give every verifier and attack of each
+    builtin model the reports the 8-byte bounds give, violations and their dtypes included."""
+    from dagster_privrelease.core.judge.run import attack_history, verify_history
+    from tests.test_judge_window import staged
+
+    store, n = staged(tmp_path / "c.duckdb", case)
+    narrowed = store.history(candidate=n)
+    monkeypatch.setattr(read, "_narrowed", lambda column: column)
+    wide = store.history(candidate=n)
+    bounds = [c for c in wide.releases.columns if c.endswith(("__lo", "__hi"))]
+    assert bounds
+    for c in bounds:  # leaf ranks: int16; the bounds of a vertical release (nulls) stay float64
+        assert narrowed.releases[c].dtype == (np.int16 if wide.releases[c].dtype == np.int64
+                                              else wide.releases[c].dtype), c
+    pdt.assert_frame_equal(narrowed.releases, wide.releases, check_dtype=False, check_exact=True)
+    for found, expected in ((verify_history(narrowed), verify_history(wide)),
+                            (attack_history(narrowed), attack_history(wide))):
+        assert [r.name for r in found] == [r.name for r in expected]
+        for a, b in zip(found, expected, strict=True):
+            assert a.ok == b.ok and a.summary == b.summary, a.name
+            pdt.assert_frame_equal(a.violations, b.violations, check_exact=True)
+
+
+@pytest.mark.parametrize(("values", "kind"), [
+    ([0, 5, 8191, -8191], np.int16),
+    ([0, 8192], np.int32),
+    ([-(2**29 - 1), 3], np.int32),
+    ([0, 2**29], np.int64),
+    ([2**40], np.int64),
+])
+def test_narrowed_keeps_the_values_in_the_narrowest_safe_width(values, kind):
+    column = pd.Series(values, dtype=np.int64, name="a__lo", index=range(10, 10 + len(values)))
+    out = read._narrowed(column)
+    assert out.dtype == kind
+    pdt.assert_series_equal(out, column, check_dtype=False, check_exact=True)
+
+
+@pytest.mark.parametrize("column", [pd.Series([1.0, np.nan]), pd.Series([1.5, 2.0]), pd.Series([], dtype=np.int64),
+                                    pd.Series([1, None], dtype="Int64"), pd.Series([1, 2], dtype=np.int16)])
+def test_narrowed_leaves_floats_nulls_and_narrow_columns_alone(column):
+    assert read._narrowed(column) is column
