@@ -346,10 +346,12 @@ class StoreReader(StoreSchema):
         their text columns as categoricals (``_rows_upto``), the hosting groups' ids with the snapshots'
         categories (``_sharing_ids``), the published rows' integer bounds (``A__lo``, ``A__hi``: leaf ranks)
         in the narrowest of int16 and int32 that holds them (``_narrowed``; 1M rows, release 2: the window's
-        twelve leaf-rank bounds 2 x 1.1M rows each, 0.20 GB as int64, 0.05 GB as int16). ``History.memo``: the judge's memo of release ``last - 1``, each id that
-        the snapshots hold the same Python string as theirs (``_vocabulary``). So the window holds one string per
-        person, not one per frame (1M rows, release 2: four copies of 1.1M ids, about 60 MB each, were). The memory Arrow's pool held for the reading is given back to the system when it ends
-        (``release_arrow_memory``): the frames are the window's memory, not the batches they were read from.
+        twelve leaf-rank bounds of 2.0M rows, 0.19 GB as int64, 0.05 GB as int16). ``History.memo``: the judge's
+        memo of release ``last - 1``, each id that the snapshots hold the same Python string as theirs
+        (``_vocabulary``). So the window holds one string per person, not one per frame (1M rows, release 2: four
+        copies of 1.1M ids, about 60 MB each, were). The memory Arrow's pool held for the reading is given back to
+        the system when it ends (``release_arrow_memory``): the frames are the window's memory, not the batches
+        they were read from.
 
         ``since``: the first release whose rows are read (``History.first``); 1 reads every published row (cost
         linear in the history's size), ``last - 1`` a window of two releases (cost independent of the history's
