@@ -124,11 +124,13 @@ def assert_same_stream(name: str, local: dict[str, pd.DataFrame], remote: dict[s
                        on_spark: Counting, releases: int = 8) -> None:
     """Every published table, the verdicts and the judge's memo are equal, and the stream went through Spark:
     the kernels, the judge's look-ups by individual (the intersection, equivalence and correspondence attacks'
-    folds), m-invariance's joins by id (Lemma 4) and counts per signature, and the m-invariance verifier's lag by
-    person (each appearance's previous one, across the returners' gaps)."""
+    folds), m-invariance's joins by id (Lemma 4) and counts per signature, the m-invariance verifier's lag by
+    person (each appearance's previous one, across the returners' gaps) and the publisher-side checks' match of
+    each tuple with its hosting row (Xiao-Tao Def. 1)."""
     assert on_spark.rows > 0, f"{name} never ran a kernel on the Spark backend"
     assert on_spark.steps["intersection runs by individual"] >= releases, on_spark.steps
     assert on_spark.steps["live classes by individual"] == releases, on_spark.steps
+    assert on_spark.steps["hosting by individual"] == releases, on_spark.steps  # the publisher-side checks
     # the correspondence attacks look for departures pair by pair up to the first (then they are skipped)
     assert on_spark.steps["departures by individual"] == 1 + INSERTS_FIRST.get(name, 0), on_spark.steps
     if name == "k_anonymity":  # its pair (1, 2) only inserts: the forward, cross and backward rows join by id
