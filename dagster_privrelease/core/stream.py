@@ -242,9 +242,14 @@ def changes(prev: pd.DataFrame, cur: pd.DataFrame, id: str) -> dict[str, int]:
     and ``updates`` (ids in both whose values differ in some shared column; two nulls count as equal).
 
     Ids are unique in each frame. They are matched with one hash look-up, then each shared column is compared
-    as a numpy array. O(n * d).
+    as a numpy array (``changes_at``). O(n * d).
     """
-    where = pd.Index(prev[id]).get_indexer(cur[id])  # row of prev holding each row of cur's id, -1 if new
+    return changes_at(prev, cur, id, pd.Index(prev[id]).get_indexer(cur[id]))
+
+
+def changes_at(prev: pd.DataFrame, cur: pd.DataFrame, id: str, where: np.ndarray) -> dict[str, int]:
+    """``changes`` with the ids already matched: ``where`` holds the row of ``prev`` with each row of ``cur``'s id,
+    -1 for a new one (a join by id made elsewhere, e.g. on a partition backend). O(n * d)."""
     in_cur = np.flatnonzero(where >= 0)
     in_prev = where[in_cur]
     differ = np.zeros(len(in_cur), dtype=bool)

@@ -418,6 +418,23 @@ def test_generalisation_names_tuples_missing_from_hosting_or_snapshot():
                      (2, "Tom", "hosted tuple not in the snapshot")}
 
 
+def test_a_tuple_hosted_twice_is_matched_once_and_the_second_row_is_stray():
+    """Def. 1: each tuple of T(j) has one hosting row; a hosting naming Tom twice in release 2, the second time in
+    group 1 (ages 21-22: not his box), matches his tuple with the first row, his own group's (no value reported
+    outside a box), and reports the second as a stray row."""
+    history = xiao_tao.history_1b_3a()
+    tom = history.hosting[(history.hosting["release_id"] == 2) & (history.hosting["name"] == "Tom")]
+    assert len(tom) == 1
+    clean = generalisation(history)
+    assert clean.ok
+    history.hosting = pd.concat([history.hosting, tom.assign(group_id=1)], ignore_index=True)
+    report = generalisation(history)
+    found = set(zip(*(report.violations[c] for c in ("release_id", "name", "detail")), strict=True))
+    assert found == {(2, "Tom", "hosted tuple not in the snapshot")}
+    assert report.violations["group_id"].tolist() == [1]
+    assert report.summary["tuples"] == clean.summary["tuples"]
+
+
 def test_a_null_cell_is_suppressed_and_covers_everything():
     spec = shmueli_tassa.table_9_spec()
     v1 = shmueli_tassa.table_12().query("release_id == 1").reset_index(drop=True)

@@ -10,6 +10,12 @@ keeps of releases 1..j is its memo of release j (``History.memo``; ``_Tally``): 
 with fewer candidates than the bound, how many rows there are of each size, and whether the history is still
 homogeneous and incremental. Judging release n folds the pair (n-1, n) into the memo of n-1: the window of
 ``pipeline.judge`` (releases n-1 and n) suffices.
+
+The joins by individual run on the table's backend (``partitioned.lookup``), once per pair and judging pass for
+the three attacks: each user hosted in T*_i found among the users hosted in T*_{i+1} (``_corresponding``: the
+users in both, whose classes Q1 and Q2 the forward and cross attacks pair, Defs. 24-28; the users of T*_{i+1}
+found in no row, the backward attack's new users, Defs. 29-30) and each individual of T(i) among those of
+T(i+1) (``_incremental``: the inserts-only assumption of Defs. 24-31).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pandas as pd
 from scipy import sparse
 
 from ...intervals import overlapping_pairs
+from ...partitioned import lookup
 from ..history import Bound, History, IncompleteHistory, Report
 from ..report import nobody_attacked, skipped
 from .intersection import NO_DISCLOSURE, release_classes, snapshot_ids
@@ -79,6 +86,22 @@ def _hosting_classes(history: History, release_id: int, values: bool = True
     return frame, classes.lo, classes.hi, counts
 
 
+def _corresponding(history: History, before: int, after: int) -> np.ndarray:
+    """For each user hosted in T*_before (hosting order), her row among the users hosted in T*_after, -1 when she
+    is not there: the join by id of the taxonomy's forward, cross and backward attacks (Defs. 14-16, crack sizes
+    Defs. 24-30: a user's class Q1 in T*_i and her class Q2 in T*_{i+1}; the users of T*_{i+1} no row points to
+    are the backward attack's new ones). One ``partitioned.lookup`` on the table's backend per pair and judging pass (``History.shared``).
+    O(n_before + n_after)."""
+    assert history.hosting is not None
+    hosting, ident = history.hosting, history.spec.id
+
+    def build() -> np.ndarray:
+        ids = {j: hosting.loc[hosting["release_id"].to_numpy() == j, ident] for j in (before, after)}
+        return lookup(ids[before], ids[after], "corresponding classes by individual")
+
+    return history.shared(("corresponding", before, after), build)
+
+
 def _both_publish_values(history: History, before: int, after: int) -> bool:
     """Both releases publish the sensitive attribute (``Classes.sensitive``). O(1) after ``release_classes``."""
     return release_classes(history, before).sensitive and release_classes(history, after).sensitive
@@ -104,7 +127,10 @@ def _bcf_rows(side: int) -> PairRows:
         values = _both_publish_values(history, before, after)
         h1, _, _, c1 = _hosting_classes(history, before, values)
         h2, _, _, c2 = _hosting_classes(history, after, values)
-        both = h1.merge(h2, on=spec.id, suffixes=("1", "2"))
+        at = _corresponding(history, before, after)
+        kept = np.flatnonzero(at >= 0)  # the users in both releases, in T*_i's hosting order (an inner merge's)
+        both = pd.DataFrame({spec.id: h1[spec.id].to_numpy()[kept], "cls1": h1["cls"].to_numpy()[kept],
+                             "cls2": h2["cls"].to_numpy()[at[kept]]})
         crack = _crack(both, c1, c2, side)
         size = (c1 if side == 1 else c2).sum(axis=1).astype(np.int64)[both[f"cls{side}"].to_numpy()]
         return pd.DataFrame({spec.id: both[spec.id], "before": np.int64(before), "after": np.int64(after),
@@ -121,7 +147,10 @@ def _backward_rows(history: History, before: int, after: int) -> pd.DataFrame:
     values = _both_publish_values(history, before, after)
     h1, lo1, hi1, c1 = _hosting_classes(history, before, values)
     h2, lo2, hi2, c2 = _hosting_classes(history, after, values)
-    new = h2[~h2[spec.id].isin(h1[spec.id])]
+    at = _corresponding(history, before, after)
+    fresh = np.ones(len(h2), dtype=bool)
+    fresh[at[at >= 0]] = False  # a user's id is hosted once per release
+    new = h2[fresh]
     if not len(new):
         return _empty_rows(history)
     # a vertical history publishes other attributes in each release: an attribute one of them leaves out
@@ -169,11 +198,12 @@ def _homogeneous(history: History, release_id: int) -> bool:
 
 def _incremental(history: History, before: int, after: int) -> bool:
     """Everybody of T(before) is in T(after), and no release lies between them (else whoever was in T(before)
-    skipped one): the inserts-only assumption of Defs. 24-31 over one pair. O(n_before + n_after), once per
-    judging pass for the three attacks (``History.shared``)."""
+    skipped one): the inserts-only assumption of Defs. 24-31 over one pair, each individual of T(before) looked up
+    among T(after)'s on the table's backend (``partitioned.lookup``). O(n_before + n_after), once per judging
+    pass for the three attacks (``History.shared``)."""
 
     def build() -> bool:
-        gone = ~snapshot_ids(history, before).isin(snapshot_ids(history, after))
+        gone = lookup(snapshot_ids(history, before), snapshot_ids(history, after), "departures by individual") < 0
         return not gone.any() and (after - before == 1 or not len(gone))
 
     return history.shared(("incremental", before, after), build)

@@ -20,6 +20,7 @@ from scipy.sparse import csgraph
 from ...encoding import codes_in, dense_unique, encode, sensitive_codes, unique_keys, unique_rows
 from ...grouping import class_boxes, pack_bits, released_attributes, unpack_bits
 from ...intervals import contained_pairs, expand_runs, overlapping_pairs
+from ...partitioned import last_per_key, lookup, previous_per_key
 from ...spec import BoundSpec
 from ..history import Bound, History, Report
 from ..report import attack_report, skipped
@@ -153,7 +154,7 @@ def join_groups(history: History, x: Iterable[str] | None = None, budget: int = 
     sizes = groups.size().rename("size").reset_index()
     sizes[x] = groups[x].first().reset_index(drop=True).to_numpy()
     if history.snapshots is not None:
-        snap = history.snapshots.drop_duplicates(spec.id, keep="last")
+        snap = _last_snapshot_rows(history)
         pts = np.column_stack([encode(snap, spec, tuple(x)), sensitive_codes(snap, spec)])
         codes = sensitive_codes(sizes, spec)
         glo = np.column_stack([sizes[[f"{a}__lo" for a in x]].to_numpy(np.float64), codes])
@@ -161,6 +162,18 @@ def join_groups(history: History, x: Iterable[str] | None = None, budget: int = 
         _, gi = contained_pairs(pts, glo, ghi)
         sizes["genuine"] = np.bincount(gi, minlength=len(sizes))
     return sizes
+
+
+def _last_snapshot_rows(history: History) -> pd.DataFrame:
+    """Each individual's row in the last snapshot it appears in, the individuals in order of first appearance (V0
+    with the lifespans of Shmueli-Tassa §5.2, the values the lossy join of Wang-Fung §1.1 is matched against):
+    each snapshot row's previous appearance of its id by ``partitioned.previous_per_key`` on the table's backend
+    (step ``last snapshot by individual``), each chain followed to its end on the driver
+    (``partitioned.last_per_key``). O(rows of every snapshot) plus the lag."""
+    snapshots = history.snapshots
+    assert snapshots is not None
+    previous = previous_per_key(snapshots[history.spec.id], "last snapshot by individual")
+    return snapshots.iloc[last_per_key(previous)].reset_index(drop=True)
 
 
 def _records_through_the_join(spec: BoundSpec, last: pd.DataFrame, joined: pd.DataFrame, x: list[str]) -> np.ndarray:
@@ -209,15 +222,20 @@ def _published_sets(history: History, name: str) -> pd.DataFrame:
 
 def _people_state(
     history: History, name: str, columns: list[str], fill: np.ndarray
-) -> tuple[pd.Index, np.ndarray, np.ndarray, list[int]]:
+) -> tuple[pd.Index, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """The per-individual state an attack folds release by release: ``(people, truth, state, fold)``.
 
     ``people``: every individual of the releases folded so far, in order of first appearance (snapshot order,
     release by release, as ``history.snapshots`` lists them); ``truth``: each one's sensitive value code in the
     last snapshot it appears in; ``state``: (people, len(columns)) the attack's own figures; ``fold``: the releases
-    still to fold in. From the memo ``(name, n - 1)`` (a frame ``<id>, truth, <columns>``) the releases to fold are
-    [n]; from scratch (a complete history without one), every release, with nobody yet. The individuals of the
-    releases to fold are appended (``state`` row ``fill``) and their truth refreshed. O(memo + |T(n)|)."""
+    still to fold in, each with the row in ``people`` of every individual of its snapshot (snapshot order). From
+    the memo ``(name, n - 1)`` (a frame ``<id>, truth, <columns>``) the releases to fold are [n]; from scratch (a
+    complete history without one), every release, with nobody yet. The individuals of the releases to fold are
+    appended (``state`` row ``fill``) and their truth refreshed.
+
+    The join by id of V0 with the memo (Shmueli-Tassa §3, eq. (3) with the lifespans of §5.2: release j speaks
+    of the individuals of T(j)) is one ``partitioned.lookup`` per folded release, on the table's backend (step
+    ``vertical state by individual``): the individuals it does not find are the new ones. O(memo + |T(n)|)."""
     spec, ids = history.spec, history.release_ids
     before = history.previous_memo(name)
     if before is None:
@@ -227,15 +245,20 @@ def _people_state(
         people = pd.Index(before[spec.id])
         truth, state, fold = before["truth"].to_numpy(np.int64), before[columns].to_numpy(fill.dtype), ids[-1:]
     values = spec.sensitive_values or ()
+    rows: dict[int, np.ndarray] = {}
     for j in fold:
         snap = history.snapshot(j)
-        new = pd.Index(snap[spec.id]).difference(people, sort=False).unique()
-        if len(new):
+        at = lookup(snap[spec.id], people, "vertical state by individual")
+        fresh = np.flatnonzero(at < 0)  # in snapshot order; an id is once in a snapshot
+        if len(fresh):
+            new = pd.Index(snap[spec.id])[fresh]
+            at[fresh] = len(people) + np.arange(len(fresh))
             people = people.append(new) if len(people) else new
             truth = np.concatenate([truth, np.full(len(new), -1, np.int64)])
             state = np.vstack([state, np.tile(fill, (len(new), 1))])
-        truth[people.get_indexer(snap[spec.id])] = codes_in(snap[spec.sensitive], values)
-    return people, truth, state, fold
+        truth[at] = codes_in(snap[spec.sensitive], values)
+        rows[j] = at
+    return people, truth, state, rows
 
 
 def _record(history: History, name: str, people: pd.Index, truth: np.ndarray, columns: list[str],
@@ -424,9 +447,8 @@ def _join_v0(history: History, bound: Bound, x: list[str], budget: int) -> Repor
     S = len(spec.sensitive_values or ())
     columns = [f"log_{k}" for k in range(S)]
     people, truth, log_count, fold = _people_state(history, JOIN_STATE, columns, np.zeros(S))
-    for j in fold:
-        snap = history.snapshot(j)
-        log_count[people.get_indexer(snap[spec.id])] += _log_release_counts(history.release(j), snap, spec)
+    for j, rows in fold.items():
+        log_count[rows] += _log_release_counts(history.release(j), history.snapshot(j), spec)
     _record(history, JOIN_STATE, people, truth, columns, log_count)
     if not _published_sets(history, JOIN_SETS)["sensitive"].any():
         return skipped("join", "no release publishes the sensitive attribute")
@@ -485,12 +507,12 @@ def join_attack(
     sets = _attribute_sets(history)
     if all(history.release(j)[spec.sensitive].isna().all() for j in history.release_ids):
         return skipped("join", "no release publishes the sensitive attribute")
-    people = pd.Index(history.snapshots[spec.id].drop_duplicates())
-    last = history.snapshots.drop_duplicates(spec.id, keep="last").set_index(spec.id).reindex(people)
+    last = _last_snapshot_rows(history)
+    people = pd.Index(last[spec.id])
     joined = _join_all(history, sets, budget)
     if isinstance(joined, str):
         return skipped("join", f"{joined}; with x = every quasi-identifier (V0) it is judged without the join")
-    count = _records_through_the_join(spec, last.reset_index(), joined, x)
+    count = _records_through_the_join(spec, last, joined, x)
     linked, records = count > 0, count.sum(axis=1)
     risk = count.max(axis=1) / np.maximum(records, 1)
     size = linked.sum(axis=1)
@@ -698,13 +720,15 @@ def possible_world_attack(history: History, bound: Bound = NO_DISCLOSURE, rounds
     typed: dict[int, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
 
     def release(j: int) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
-        """Release j typed, with its individuals' rows in ``domain``; None when it has no sensitive value."""
+        """Release j typed, with its individuals' rows in ``domain`` (release n - 1's, which the memo folded in
+        already, looked up on the table's backend); None when it has no sensitive value."""
         if j not in typed:
             table = history.release(j)
             if table[spec.sensitive].isna().all():
                 return None
             snap = history.snapshot(j)
-            typed[j] = (people.get_indexer(snap[spec.id]), _typed_release(table, snap, spec))
+            rows = fold[j] if j in fold else lookup(snap[spec.id], people, "possible worlds by individual")
+            typed[j] = (rows, _typed_release(table, snap, spec))
         return typed[j]
 
     left: dict[int, np.ndarray] = {}  # release k -> its individuals' candidates as its last step left them

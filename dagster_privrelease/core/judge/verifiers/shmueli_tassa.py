@@ -8,6 +8,12 @@
 - ``verify_sequential_l_diversity``: the model's checks of a candidate release, through the judge's window.
 
 Releases may be non-homogeneous (``group_id`` null: per-tuple generalisation, Eq. (2)).
+
+The joins by id run on the table's backend (``partitioned.lookup``): the compact worlds' individuals and their
+sources found in T (``worlds_from_permutations``: Eqs. (5) and (8) build world tuples from two tuples of T), a
+world restricted to a release's individuals (§5: a release speaks of the tuples present then), and T(n-1)'s
+tuples found in T(n) (``_extends``: §5.2's insertions only); so do Def. 3.2's links per (individual, value)
+(``world_diversity``, a ``count_per_key``). The flows of Def. 3.1 and the codes of the ids run on the driver.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from scipy.sparse.csgraph import maximum_flow
 from ...encoding import qi_values, value_codes
 from ...grouping import released_attributes
 from ...intervals import contained_pairs
+from ...partitioned import aggregations, lookup
 from ...spec import BoundSpec
-from ...stream import changes
+from ...stream import changes_at
 from ..attacks.vertical import sweep_pairs, unique_rows_by_key
 from ..history import History, Report
 from ..report import verifier_report
@@ -43,20 +50,23 @@ def worlds_from_permutations(truth: pd.DataFrame, permutations: pd.DataFrame, sp
     World tuple of ``<id>`` = the identifier and QIs of ``<id>`` with the non-identifiers and sensitive value of
     ``source_<id>`` (Shmueli-Tassa Eq. (5) and (8)), in the order of ``permutations`` (a row whose ``<id>`` or
     ``source_<id>`` is not in ``truth`` has no world tuple), the columns of ``truth`` that the spec names: the
-    inner merges on ``<id>`` then ``source_<id>`` this stands for. The ids of ``truth`` are hashed once, then
-    each world is two look-ups and one gather of rows: O(n + worlds x n).
+    inner merges on ``<id>`` then ``source_<id>`` this stands for. Both columns of every world are looked up
+    among the ids of ``truth`` at once (``partitioned.lookup`` on the table's backend, step ``world tuples by
+    individual``), then each world is one gather of rows: O(n + worlds x n).
     """
     source = source_column(spec)
     columns = truth.columns.intersection(spec.columns)
     own = [c for c in columns if c not in (spec.id, *spec.non_identifiers, spec.sensitive)]
     carried = [c for c in columns if c in (*spec.non_identifiers, spec.sensitive)]
-    at = pd.Index(truth[spec.id].to_numpy())
+    n = len(permutations)
+    found = lookup(np.concatenate([permutations[spec.id].to_numpy(), permutations[source].to_numpy()]),
+                   truth[spec.id].to_numpy(), "world tuples by individual")
     worlds = {}
-    for name, perm in permutations.groupby("world", sort=True):
-        who, whose = at.get_indexer(perm[spec.id].to_numpy()), at.get_indexer(perm[source].to_numpy())
+    for name, rows in sorted(permutations.groupby("world", sort=True).indices.items()):
+        who, whose = found[rows], found[n + rows]
         keep = (who >= 0) & (whose >= 0)
         who, whose = who[keep], whose[keep]
-        world = pd.concat([perm[[spec.id]].iloc[np.flatnonzero(keep)].reset_index(drop=True),
+        world = pd.concat([permutations[[spec.id]].iloc[rows[keep]].reset_index(drop=True),
                            truth[own].take(who).reset_index(drop=True),
                            truth[carried].take(whose).reset_index(drop=True)], axis=1)
         worlds[str(name)] = world[columns]
@@ -199,18 +209,20 @@ def _missing_rows(before: pd.DataFrame, after: pd.DataFrame, columns: list[str])
 def world_diversity(worlds: Mapping[str, pd.DataFrame], spec: BoundSpec, l: float) -> Report:  # noqa: E741
     """Shmueli-Tassa Def. 3.2: the set E of worlds (the true one included) is l-diverse when no individual is
     linked to one sensitive value in more than |E|/l of the worlds. One violation per (individual, value), in
-    order of id then value. The ids and values are coded by one hash pass each and the (id, value) pairs counted
-    as integers: O(worlds x n log(worlds x n))."""
+    order of id then value. The ids and values are coded by one hash pass each (sorted codes, on the driver) and
+    the links per (id, value) counted on the table's backend (``count_per_key``, step ``world links by
+    individual``): O(worlds x n log(worlds x n))."""
     ids = pd.concat([w[spec.id] for w in worlds.values()], ignore_index=True)
     values = pd.concat([w[spec.sensitive] for w in worlds.values()], ignore_index=True)
     person, people = pd.factorize(ids, sort=True)  # the (id, value) pairs in sorted order, as a groupby gives them
     value, domain = pd.factorize(values, sort=True)
     known = (person >= 0) & (value >= 0)  # a null key is no link, as a groupby drops it
-    keys, links = np.unique(person[known] * max(len(domain), 1) + value[known], return_counts=True)
-    over = links * l > len(worlds)
-    bad = pd.DataFrame({spec.id: np.asarray(people)[keys[over] // max(len(domain), 1)],
-                        spec.sensitive: np.asarray(domain)[keys[over] % max(len(domain), 1)],
-                        "worlds": links[over].astype(np.int64)})
+    links = aggregations().count_per_key({"person": person[known], "value": value[known]},
+                                         "world links by individual")
+    over = links["count"] * l > len(worlds)
+    bad = pd.DataFrame({spec.id: np.asarray(people)[links["person"][over]],
+                        spec.sensitive: np.asarray(domain)[links["value"][over]],
+                        "worlds": links["count"][over]})
     bad["rule"] = f"Shmueli-Tassa Def. 3.2: |E[v, s]| / |E| <= 1/l = {1 / l:.3g}"
     bad["detail"] = [f"linked to {s!r} in {k} of {len(worlds)} worlds" for s, k in zip(bad[spec.sensitive],
                                                                                         bad["worlds"], strict=True)]
@@ -226,14 +238,17 @@ def sequential_l_diversity(
 
     ``releases``: published rows with ``release_id`` (``group_id`` may be null). ``worlds``: name -> full table.
     ``snapshots``: when tuples come and go (§5), each release is matched against the world restricted to the ids
-    of its snapshot. Returns ``[worlds_admitted, world_diversity]`` (named apart from the ``possible_worlds`` attack
-    and stage, since the pipeline keys its checks by report name). O(releases x worlds) ``admits_world`` calls.
+    of its snapshot (a look-up of the world's individuals among the snapshot's, ``partitioned.lookup`` on the
+    table's backend). Returns ``[worlds_admitted, world_diversity]`` (named apart from the ``possible_worlds``
+    attack and stage, since the pipeline keys its checks by report name). O(releases x worlds) ``admits_world``
+    calls.
     """
     parts, checked = [], 0
     for release_id, release in releases.groupby("release_id", sort=True):
         present = None if snapshots is None else snapshots.loc[snapshots["release_id"] == release_id, spec.id]
         for name, world in worlds.items():
-            table = world if present is None else world[world[spec.id].isin(present)]
+            table = world if present is None else world[
+                lookup(world[spec.id], present, "world individuals by release") >= 0]
             ok, unmatched = admits_world(release.reset_index(drop=True), table.reset_index(drop=True), spec)
             checked += 1
             if not ok:
@@ -297,12 +312,14 @@ def _worlds_by_release(history: History, releases: list[int]) -> dict[int, pd.Da
 
 def _extends(history: History, worlds_of: dict[int, pd.DataFrame], last: int, before: int | None) -> Report:
     """``possible_worlds_extend``: release ``before``'s worlds are a subset of release ``last``'s, and T(before)
-    is T(last) restricted to its individuals (no deletion, no update; §5.2). O(|R|)."""
+    is T(last) restricted to its individuals (no deletion, no update; §5.2), T(last)'s tuples looked up among
+    T(before)'s on the table's backend (``partitioned.lookup``). O(|R|)."""
     spec = history.spec
     parts = []
     if before is not None:
-        delta = changes(history.snapshot(before).drop(columns="release_id"),
-                        history.snapshot(last).drop(columns="release_id"), spec.id)
+        was, now = (history.snapshot(j).drop(columns="release_id") for j in (before, last))
+        where = lookup(now[spec.id], was[spec.id], "extension by individual")
+        delta = changes_at(was, now, spec.id, where)
         if delta["deletes"] or delta["updates"]:
             parts.append(f"T({before}) -> T({last}): {delta['deletes']} deletion(s), {delta['updates']} update(s)")
         if before not in worlds_of:

@@ -25,7 +25,7 @@ import pandas as pd
 from ....errors import SpecError
 from ...encoding import qi_values, unique_keys, value_codes
 from ...grouping import bitsets, describe, group_keys, homogeneous, qi_groups
-from ...partitioned import last_per_key, previous_per_key
+from ...partitioned import last_per_key, lookup, previous_per_key
 from ..history import History, Report
 from ..report import concat_violations, group_violations, verifier_report
 from .single import State, fold_releases, m_uniqueness_of
@@ -77,18 +77,23 @@ class Hosted:
 
     @property
     def snapshot_host(self) -> np.ndarray:
-        """For each snapshot row, its hosting row (-1 when not hosted). O(n log n), once."""
+        """For each snapshot row, its hosting row (the first when the hosting names the tuple twice, -1 when not
+        hosted): Def. 1's tuple of T(j) and its hosting group. Per release, each hosting row's id is looked up
+        among the snapshot's (distinct ids: T(j) is a set of tuples) on the table's backend
+        (``partitioned.lookup``, step ``hosting by individual``), so a hosting that names a tuple twice, or one not
+        in T(j), is found, not refused; the look-up is turned around on the driver. O(n log n), once."""
         if self._snapshot_host is None:
             require(self.history, "snapshots")
             snap, ident = self.history.snapshots, self.spec.id
             assert snap is not None
-            codes, uniques = pd.factorize(pd.concat([self.hosting[ident], snap[ident]], ignore_index=True))
-            host_key = self.hosting["release_id"].to_numpy(np.int64) * len(uniques) + codes[: len(self.hosting)]
-            snap_key = snap["release_id"].to_numpy(np.int64) * len(uniques) + codes[len(self.hosting):]
-            order = np.argsort(host_key, kind="stable")
-            at = np.minimum(np.searchsorted(host_key[order], snap_key), max(len(order) - 1, 0))
-            found = (len(order) > 0) & (host_key[order][at] == snap_key)
-            self._snapshot_host = np.where(found, order[at], -1)
+            host_release, snap_release = (frame["release_id"].to_numpy(np.int64) for frame in (self.hosting, snap))
+            self._snapshot_host = np.full(len(snap), -1, dtype=np.int64)
+            for j in np.unique(host_release):
+                hosts, rows = np.flatnonzero(host_release == j), np.flatnonzero(snap_release == j)
+                at = lookup(self.hosting[ident].iloc[hosts], snap[ident].iloc[rows], "hosting by individual")
+                found = np.flatnonzero(at >= 0)
+                tuples, first = np.unique(at[found], return_index=True)  # a tuple's first hosting row
+                self._snapshot_host[rows[tuples]] = hosts[found[first]]
         return self._snapshot_host
 
     def unpublished(self) -> pd.DataFrame:

@@ -37,6 +37,7 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 from ....errors import NotPublishable
 from ...encoding import encode, sensitive_codes
 from ...judge.verifiers.shmueli_tassa import source_column
+from ...partitioned import lookup
 from ...release import PreviousRelease
 from ...spec import BoundSpec, rows_text
 from ..kernels.buckets import eligible_cap
@@ -247,14 +248,16 @@ def possible_worlds(
 def _inserted(snapshot: pd.DataFrame, spec: BoundSpec, previous: PreviousRelease) -> np.ndarray:
     """Positions in ``snapshot`` of the tuples new since ``previous``; NotPublishable for a deletion or an
     update (§5.3) naming how many, the rows of the snapshot (never an id or a value) and the models that handle
-    them. O(N d)."""
+    them. The join by id of T(n) with T(n-1) (§5.2: T(n-1)'s tuples all in T(n), unchanged) is one
+    ``partitioned.lookup`` on the table's backend; an id is once in a snapshot, so the tuples of T(n-1) it does not
+    find are ``|T(n-1)|`` less those it finds. O(N d)."""
     before = previous.snapshot
-    where = pd.Index(before[spec.id]).get_indexer(snapshot[spec.id])
+    where = lookup(snapshot[spec.id], before[spec.id], "insertions by individual")
     kept = where >= 0
-    gone = ~pd.Index(before[spec.id]).isin(snapshot[spec.id])
-    if gone.any():
+    gone = len(before) - int(kept.sum())
+    if gone:
         raise NotPublishable(
-            f"{int(gone.sum())} tuple(s) of release {previous.release_id} are not in the snapshot (deleted); "
+            f"{gone} tuple(s) of release {previous.release_id} are not in the snapshot (deleted); "
             f"sequential_l_diversity supports insertions only (Shmueli-Tassa §5.2; deletions are left open in §5.3: "
             f"critical absence). To publish now, release a snapshot that still holds them (without the deletions); a "
             f"history with deletions needs a new store, under m_invariance (deletions) or m_distinct (deletions and "

@@ -63,6 +63,7 @@ from ...encoding import rank_keys
 from ...hierarchy import interval_labels, widen
 from ...intervals import expand_runs
 from ...judge.verifiers.shmueli_tassa import source_column
+from ...partitioned import lookup
 from ...release import Release
 from ...spec import BoundSpec
 from .information_loss import InformationLoss
@@ -87,11 +88,15 @@ def world_sources(snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame,
     (8)); row 0 is the true world (the identity), rows 1..ℓ-1 the fake worlds of the compact frame ``worlds``.
 
     NotPublishable when the frame does not hold ℓ - 1 worlds covering every individual of T exactly once (the
-    stage ran on another snapshot, or ℓ changed on a running history). O(ℓ N).
+    stage ran on another snapshot, or ℓ changed on a running history). Both columns of every world (the
+    individual, and the tuple whose suffix it takes) are looked up among T's ids at once (``partitioned.lookup`` on
+    the table's backend): the join by id that eqs. (5) and (8) define a world by. O(ℓ N).
     """
     n = len(snapshot)
-    index = pd.Index(snapshot[spec.id])
-    names = np.sort(worlds["world"].unique())
+    found = lookup(np.concatenate([worlds[spec.id].to_numpy(), worlds[source_column(spec)].to_numpy()]),
+                   snapshot[spec.id], "world sources by individual")
+    positions = worlds.groupby("world", sort=True).indices
+    names = np.sort(np.asarray(list(positions)))
     if len(names) != l - 1:
         raise NotPublishable(
             f"the possible-world set holds {len(names)} fake world(s), but l={l} needs {l - 1}; the worlds are made "
@@ -100,9 +105,8 @@ def world_sources(snapshot: pd.DataFrame, spec: BoundSpec, worlds: pd.DataFrame,
     sources = np.empty((l, n), dtype=np.int64)
     sources[0] = np.arange(n)
     for w, name in enumerate(names, start=1):
-        rows = worlds[worlds["world"] == name]
-        who = index.get_indexer(rows[spec.id])
-        src = index.get_indexer(rows[source_column(spec)])
+        rows = positions[name]
+        who, src = found[rows], found[len(worlds) + rows]
         if len(rows) != n or (who < 0).any() or (src < 0).any() or np.bincount(who, minlength=n).max() != 1 \
                 or np.bincount(src, minlength=n).max() != 1:
             raise NotPublishable(
