@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagster_privrelease.core import encoding, grouping
+from dagster_privrelease.core.judge.history import History
 from dagster_privrelease.storage import read
 from tests.budget import examples
 
@@ -99,11 +100,22 @@ def test_qi_groups_name_groups_with_the_plain_labels(null_label):
     pdt.assert_frame_equal(coded_groups, groups, check_exact=True)
 
 
+def assert_same_judgement(found: History, expected: History) -> None:
+    """Every verifier and attack reports the same on both histories: names, verdicts, summaries, violations."""
+    from dagster_privrelease.core.judge.run import attack_history, verify_history
+
+    for reports, wanted in ((verify_history(found), verify_history(expected)),
+                            (attack_history(found), attack_history(expected))):
+        assert [r.name for r in reports] == [r.name for r in wanted]
+        for a, b in zip(reports, wanted, strict=True):
+            assert a.ok == b.ok and a.summary == b.summary, a.name
+            pdt.assert_frame_equal(a.violations, b.violations, check_exact=True)
+
+
 @pytest.mark.parametrize("case", ["l_diversity", "m_invariance", "m_distinct", "sequential_l_diversity"])
 def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, case):
     """Every verifier and attack of each builtin model (the window test's streams) reports the same, dtypes
     included, on the history read with categorical text as on the history read as plain text."""
-    from dagster_privrelease.core.judge.run import attack_history, verify_history
     from dagster_privrelease.core.judge.verifiers.single import k_anonymity
     from tests.test_judge_window import CASES, staged
 
@@ -115,12 +127,7 @@ def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, ca
     plain = store.history(candidate=n)
     assert any(isinstance(t, pd.CategoricalDtype) for t in coded.releases.dtypes)
     assert not any(isinstance(t, pd.CategoricalDtype) for t in plain.releases.dtypes)
-    for found, expected in ((verify_history(coded), verify_history(plain)),
-                            (attack_history(coded), attack_history(plain))):
-        assert [r.name for r in found] == [r.name for r in expected]
-        for a, b in zip(found, expected, strict=True):
-            assert a.ok == b.ok and a.summary == b.summary, a.name
-            pdt.assert_frame_equal(a.violations, b.violations, check_exact=True)
+    assert_same_judgement(coded, plain)
     strict = [k_anonymity(h.releases, 10**6) for h in (coded, plain)]  # every group violates: named by its labels
     assert len(strict[1].violations) and set(attributes[-1] if attributes else ["sex"]) <= set(strict[1].violations)
     pdt.assert_frame_equal(strict[0].violations, strict[1].violations, check_exact=True)
@@ -130,7 +137,6 @@ def test_the_judge_reports_the_same_on_a_coded_history(tmp_path, monkeypatch, ca
 def test_the_judge_reports_the_same_on_narrowed_bounds(tmp_path, monkeypatch, case):
     """The window's integer bounds read as int16 (``read._narrowed``) give every verifier and attack of each
     builtin model the reports the 8-byte bounds give, violations and their dtypes included."""
-    from dagster_privrelease.core.judge.run import attack_history, verify_history
     from tests.test_judge_window import staged
 
     store, n = staged(tmp_path / "c.duckdb", case)
@@ -143,12 +149,7 @@ def test_the_judge_reports_the_same_on_narrowed_bounds(tmp_path, monkeypatch, ca
         assert narrowed.releases[c].dtype == (np.int16 if wide.releases[c].dtype == np.int64
                                               else wide.releases[c].dtype), c
     pdt.assert_frame_equal(narrowed.releases, wide.releases, check_dtype=False, check_exact=True)
-    for found, expected in ((verify_history(narrowed), verify_history(wide)),
-                            (attack_history(narrowed), attack_history(wide))):
-        assert [r.name for r in found] == [r.name for r in expected]
-        for a, b in zip(found, expected, strict=True):
-            assert a.ok == b.ok and a.summary == b.summary, a.name
-            pdt.assert_frame_equal(a.violations, b.violations, check_exact=True)
+    assert_same_judgement(narrowed, wide)
 
 
 @pytest.mark.parametrize(("values", "kind"), [
