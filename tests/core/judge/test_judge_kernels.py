@@ -250,9 +250,11 @@ def test_missing_rows_counts_the_rows_a_merge_leaves_unmatched(seed, n, grow, ch
     ``extend_worlds`` makes them (before then after), shuffled, with rows dropped or altered (text ids)."""
     rng = np.random.default_rng(seed)
     columns = ["world", "pid", "source_pid"]
-    before = pd.DataFrame({"world": rng.integers(1, 3, n).astype(str),
-                           "pid": [f"p{k:03d}" for k in rng.integers(0, 30, n)],
-                           "source_pid": [f"p{k:03d}" for k in rng.integers(0, 30, n)]})
+    def ids(numbers: np.ndarray) -> pd.Series:  # text even when empty (pandas makes an empty list float64)
+        return pd.Series([f"p{k:03d}" for k in numbers], dtype=object)
+
+    before = pd.DataFrame({"world": rng.integers(1, 3, n).astype(str), "pid": ids(rng.integers(0, 30, n)),
+                           "source_pid": ids(rng.integers(0, 30, n))})
     after = pd.concat([before, pd.DataFrame({"world": ["1"] * grow, "pid": [f"p{k:03d}" for k in range(grow)],
                                              "source_pid": ["p000"] * grow})], ignore_index=True)
     if change == "shuffle":
