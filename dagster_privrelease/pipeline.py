@@ -43,13 +43,11 @@ from .core.judge.utility import summarise
 from .core.models.base import HELD_BACK
 from .core.models.recorded import RECORDED
 from .core.partitioned import Backend, current, using
-from .core.progress import Reporter, bound_allocators, reporting, step
+from .core.progress import Reporter, reporting, step
 from .core.release import PreviousRelease, Release, release_rng
 from .core.spec import BoundSpec, Spec, validate_snapshot
 from .errors import NotPublishable, PrivReleaseError, SnapshotError, SpecError, StoreError
 from .storage import ReleaseStore, frame_digest
-
-bound_allocators()  # before the release's worker threads start: what a step frees is given back (core.progress)
 
 
 def read_snapshot(path: str | Path, spec: Spec) -> pd.DataFrame:

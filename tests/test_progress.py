@@ -4,10 +4,7 @@ output is not a terminal, and the same steps in the Dagster run's event log."""
 from __future__ import annotations
 
 import io
-import os
 import re
-import subprocess
-import sys
 
 import dagster as dg
 import pandas as pd
@@ -17,7 +14,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dagster_privrelease import cli
-from dagster_privrelease.core.progress import ARENAS, LineReporter, reporting, step
+from dagster_privrelease.core.progress import LineReporter, reporting, step
 from dagster_privrelease.core.spec import load_spec
 from dagster_privrelease.orchestration import run_release
 from dagster_privrelease.pipeline import release_next
@@ -122,46 +119,3 @@ def test_release_next_reports_its_steps_to_the_reporter_passed_in(files):
     names = step_lines("\n".join(heard))
     assert len(names) == len(heard)  # every line reads ``<step>: <seconds> s``
     assert_release_steps([*names, "expectations"])  # the library's release runs no Great Expectations check
-
-
-#: A child process that imports the release path, then has eight threads allocate at once, and prints Arrow's
-#: default pool and how many malloc arenas glibc reports (``malloc_info``: one ``<heap nr=...>`` per arena).
-ALLOCATORS = """
-import ctypes, re, tempfile, threading
-import numpy as np
-import pyarrow as pa
-import dagster_privrelease.pipeline
-barrier = threading.Barrier(8)
-def work():
-    barrier.wait()
-    kept = [np.ones(1000 + i) for i in range(200)]
-    barrier.wait()
-threads = [threading.Thread(target=work) for _ in range(8)]
-for t in threads: t.start()
-for t in threads: t.join()
-libc = ctypes.CDLL(None)
-libc.fopen.restype = ctypes.c_void_p
-with tempfile.NamedTemporaryFile(suffix=".xml") as out:
-    stream = libc.fopen(out.name.encode(), b"w")
-    libc.malloc_info(0, ctypes.c_void_p(stream))
-    libc.fclose(ctypes.c_void_p(stream))
-    heaps = len(re.findall(r'<heap nr="', open(out.name).read()))
-print(pa.default_memory_pool().backend_name, heaps)
-"""
-
-
-def _allocators(**env: str) -> tuple[str, int]:
-    """Arrow's pool and the number of malloc arenas in a child importing ``pipeline`` with ``env`` added."""
-    base = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "ARROW_DEFAULT_MEMORY_POOL")}
-    done = subprocess.run([sys.executable, "-c", ALLOCATORS], env={**base, **env}, capture_output=True, text=True,
-                          check=True)
-    pool, heaps = done.stdout.split()
-    return pool, int(heaps)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas (malloc_info)")
-def test_a_release_process_keeps_two_arenas_and_arrow_on_the_system_pool_unless_the_operator_chose():
-    assert _allocators() == ("system", ARENAS)
-    pool, heaps = _allocators(MALLOC_ARENA_MAX="8", ARROW_DEFAULT_MEMORY_POOL="mimalloc")
-    assert pool == "mimalloc"
-    assert heaps > ARENAS  # eight threads allocating at once got arenas of their own

@@ -15,64 +15,30 @@ or not: glibc's malloc keeps freed pages in the arena of the thread that freed t
 threads each have one), where the next step, run on another thread, cannot reuse them, so without it each step
 would start from the high-water mark of the ones before (release 2 of 1M Census-KDD rows through the CLI: up to
 0.3 GB less between steps, though the peak inside a step moves little, 2.16 -> 2.14 GB; 1.32 -> 1.17 GB at 300k).
-``bound_allocators`` (called when ``pipeline`` is imported) keeps the worker threads to one shared arena and Arrow's
-buffers on glibc's malloc, so that what is freed is where ``give_back`` reaches it.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
-__all__ = ["LineReporter", "Reporter", "bound_allocators", "give_back", "reporting", "step"]
+__all__ = ["LineReporter", "Reporter", "give_back", "reporting", "step"]
 
 
-def _glibc(name: str) -> Callable[..., int] | None:
-    """The C library's function ``name`` among the process's own symbols (``malloc_trim``, ``mallopt``: glibc's),
-    or None for a C library without it (musl, macOS). No ``ctypes.util.find_library``: it runs ``ldconfig`` in a
-    subprocess."""
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc's) among the process's own symbols, or None for a C library without
+    it (musl, macOS). No ``ctypes.util.find_library``: it runs ``ldconfig`` in a subprocess."""
     try:
-        return getattr(ctypes.CDLL(None), name)
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):
         return None
 
 
-_TRIM = _glibc("malloc_trim")
-
-#: glibc's ``mallopt`` parameter for the most arenas malloc may make (``M_ARENA_MAX`` of ``<malloc.h>``).
-_M_ARENA_MAX = -8
-#: The arenas a release process keeps: one for the main thread, one shared by every worker thread.
-ARENAS = 2
-
-
-def bound_allocators() -> None:
-    """Keep what the steps free where ``give_back`` returns it, for the whole process.
-
-    Call it before any worker thread starts (``pipeline`` does, when imported). Two allocators otherwise hold
-    what the steps freed:
-
-    - glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core): what the worker
-      threads of numba, DuckDB's Python side and the local backend free stays spread over their arenas' heaps,
-      in pages that still hold a live block, which ``malloc_trim`` cannot return. ``mallopt(M_ARENA_MAX, ...)``
-      keeps ``ARENAS``: one for the main thread and one the workers share;
-    - Arrow's default pool (mimalloc) keeps its freed pages for later Arrow buffers, which numpy cannot reuse;
-      on Arrow's system pool its buffers are glibc's, given back with the rest.
-
-    An operator's ``MALLOC_ARENA_MAX`` or ``ARROW_DEFAULT_MEMORY_POOL`` is left to rule; without glibc the
-    arenas are left alone. What it saves is measured in docs/benchmarks.md ("Memory at scale"). O(1).
-    """
-    mallopt = _glibc("mallopt")
-    if _TRIM is not None and mallopt is not None and "MALLOC_ARENA_MAX" not in os.environ:
-        mallopt(_M_ARENA_MAX, ARENAS)
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        import pyarrow as pa
-
-        pa.set_memory_pool(pa.system_memory_pool())
+_TRIM = _malloc_trim()
 
 
 def give_back() -> None:
