@@ -76,9 +76,12 @@ def resampled(n: int, folder: Path, seed: int = 3) -> tuple[Path, Path]:
     kept[rng.choice(n, size=r, replace=False)] = False
     second = pa.concat_tables([first.filter(pa.array(kept)), rows.slice(n, r)])
     paths = folder / "t1.parquet", folder / "t2.parquet"
-    for table, path in zip((first, second), paths, strict=True):
-        pq.write_table(table.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type)
-                                             else f for f in table.schema])), path)
+    plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                       for f in first.schema])
+    pq.write_table(first.cast(plain), paths[0])
+    pq.write_table(second.cast(plain), paths[1])
+    del source, rows, ids, first, second
+    pa.default_memory_pool().release_unused()  # for the releases: at 10M this process held 3 GB through them
     return paths
 
 
@@ -137,7 +140,7 @@ def curve(n: int, rows: list) -> bool:
     with tempfile.TemporaryDirectory(prefix="privrelease-scale-") as tmp:
         folder = Path(tmp)
         one, two = resampled(n, folder)
-        floor_wall, floor_cpu = parquet_sort_floor(two, [*spec.quasi_identifiers, spec.sensitive], repeat=1)
+        floor_wall, floor_cpu = parquet_sort_floor(two, [*spec.quasi_identifiers, spec.sensitive])
         for release, snapshot in ((1, one), (2, two)):
             run = released(folder / "releases.duckdb", snapshot)
             target = TARGET_GB.get(n) if release == 2 else None
@@ -177,3 +180,7 @@ def main() -> None:
          "memory target", "met?"], rows,
         f"each release a fresh process; CPU = user + system of the child (every thread); peak RSS = ru_maxrss. "
         f"Floor target: CPU <= {CPU_TARGET:g}x. Stopped above {MAX_GB:g} GB.")
+
+
+if __name__ == "__main__":
+    main()

@@ -302,3 +302,7 @@ def main() -> None:
         utility(adult, trees, "A", tops=(3, 4, 5, 6))
         utility(adult, trees, "B", tops=(3, 5, 7))
     scalability(adult, trees)
+
+
+if __name__ == "__main__":
+    main()
