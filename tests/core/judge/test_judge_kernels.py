@@ -255,8 +255,8 @@ def test_missing_rows_counts_the_rows_a_merge_leaves_unmatched(seed, n, grow, ch
 
     before = pd.DataFrame({"world": rng.integers(1, 3, n).astype(str), "pid": ids(rng.integers(0, 30, n)),
                            "source_pid": ids(rng.integers(0, 30, n))})
-    after = pd.concat([before, pd.DataFrame({"world": ["1"] * grow, "pid": [f"p{k:03d}" for k in range(grow)],
-                                             "source_pid": ["p000"] * grow})], ignore_index=True)
+    after = pd.concat([before, pd.DataFrame({"world": ["1"] * grow, "pid": ids(np.arange(grow)),
+                                             "source_pid": ids(np.zeros(grow, dtype=int))})], ignore_index=True)
     if change == "shuffle":
         after = after.sample(frac=1, random_state=seed).reset_index(drop=True)
     elif change == "drop" and len(after):
