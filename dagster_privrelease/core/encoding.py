@@ -188,6 +188,23 @@ def dense_unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + low, rank[ids - low]
 
 
+#: ``narrow_integers``' limits: an int16 holds values of magnitude below 2^13 and an int32 below 2^29, so that a
+#: reader's ``hi - lo + 1`` or a sum of two never wraps in the narrow type.
+_INT16_BELOW, _INT32_BELOW = 1 << 13, 1 << 29
+
+
+def narrow_integers(values: np.ndarray) -> np.ndarray:
+    """Integer ``values`` (leaf ranks, counts) as int16 when every magnitude is below 2^13, as int32 below 2^29,
+    else as they are: the same values in 2 or 4 bytes a cell instead of 8, with room for a difference or a sum of
+    two. O(n)."""
+    values = np.asarray(values)
+    if not len(values):
+        return values
+    top = max(abs(int(values.min())), abs(int(values.max())))
+    kind = np.int16 if top < _INT16_BELOW else np.int32 if top < _INT32_BELOW else None
+    return values.astype(kind) if kind is not None and np.dtype(kind).itemsize < values.dtype.itemsize else values
+
+
 def rank_keys(ranks: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     """One int64 key per row of a matrix of non-negative ranks (column j below ``sizes[j]``), equal for equal
     rows, different otherwise, and ordered as the rows are lexicographically: the mixed-radix number of the row,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .encoding import dense_unique, encode
+from .encoding import dense_unique, encode, narrow_integers
 from .hierarchy import Taxonomy, interval_labels, widen
 from .spec import BoundSpec, Spec
 
@@ -159,8 +159,11 @@ def build_release(
     group_id, at = group_id[order], at[order]
     columns = {"group_id": group_id}
     for name in names:
-        for column in (name, f"{name}__lo", f"{name}__hi"):
-            columns[column] = boxes[column].to_numpy()[at]
+        columns[name] = _per_row(boxes[name].to_numpy(), at)
+        for column in (f"{name}__lo", f"{name}__hi"):
+            bounds = boxes[column].to_numpy()
+            columns[column] = bounds[at] if spec.quasi_identifiers[name].numeric else narrow_integers(
+                bounds.astype(np.int64))[at]  # leaf ranks; the store writes them as BIGINT
     for column in rows.columns:
         columns[column] = rows[column].take(order).reset_index(drop=True)  # keeps extension dtypes
     table = pd.DataFrame(columns, copy=False)
@@ -172,6 +175,14 @@ def build_release(
     )
     counts = counts.astype({"group_id": np.int64, "count": np.int64})
     return Release(table, hosting, counts, spec.model.name, dict(spec.model.params), tuple(names), state or {})
+
+
+def _per_row(labels: np.ndarray, at: np.ndarray) -> pd.Categorical:
+    """The per-group ``labels`` taken for each row (``labels[at]``) as a categorical: a code of one or two bytes a
+    row instead of an 8-byte pointer (10M rows, 7 attributes: 0.5 GB less); the store writes its text
+    (``storage.schema.sql_type``). O(groups) hashing, O(rows) to take."""
+    codes, categories = pd.factorize(labels)
+    return pd.Categorical.from_codes(codes.astype(np.int32)[at], categories=categories, validate=False)
 
 
 def release_rng(spec: Spec, release_id: int) -> np.random.Generator:

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.encoding import narrow_integers
 from ..core.judge.history import ARCHIVED, History, unit_columns
 from ..core.models.recorded import RECORDED
 from ..core.release import PreviousRelease, Release
@@ -263,7 +264,9 @@ class StoreReader(StoreSchema):
         ``release_id`` and of T(release_id), never a label: the candidate table's ``group_id``, the bounds of its
         released attributes and its sensitive column; its counterfeit counts; the snapshot's quasi-identifiers
         and sensitive column. Text comes as categoricals (``_coded_frame``: a code per cell, not a Python
-        string). StoreError when no candidate is staged. O(rows x those columns)."""
+        string; the integer bounds in the narrowest of int16 and int32 that holds them, ``_narrowed``: 10M rows,
+        twelve leaf-rank bounds, 0.7 GB less than as int64). StoreError when no candidate is staged. O(rows x
+        those columns)."""
         spec = self.spec
         with self._open() as con:
             attributes = scalar(con, "SELECT attributes FROM private.candidate_meta WHERE release_id = ?",
@@ -275,7 +278,7 @@ class StoreReader(StoreSchema):
             microdata = ", ".join(quote(c) for c in [*spec.quasi_identifiers, spec.sensitive])
             return (
                 _coded_frame(con, [(f"SELECT {table} FROM private.candidate_release WHERE release_id = ?",
-                                    [release_id])]),
+                                    [release_id])], narrow=bounds),
                 release_rows(con, "private.candidate_counterfeit", release_id),
                 _coded_frame(con, [(f"SELECT {microdata} FROM private.snapshot WHERE release_id = ?", [release_id])]),
             )
@@ -467,25 +470,18 @@ def _rows_upto(
     return frame
 
 
-#: ``_narrowed``'s limits: an int16 column holds values of magnitude below 2^13 and an int32 one below 2^29, so
-#: that a reader's ``hi - lo + 1`` or a sum of two never wraps in the narrow type.
-_INT16_BELOW, _INT32_BELOW = 1 << 13, 1 << 29
-
-
 def _narrowed(column: pd.Series) -> pd.Series:
-    """``column`` as int16 when it is a numpy integer column whose values all have a magnitude below 2^13, as int32
-    below 2^29, else itself (floats, pandas' nullable integers, wider integers). The values are the same: what reads
-    them as numbers, compares or sorts them sees no difference (the judge's readers of bounds widen to float64);
-    a cell costs 2 or 4 bytes instead of 8. O(rows)."""
+    """``column`` as ``encoding.narrow_integers`` gives it when it is a numpy integer column wider than two bytes,
+    else itself (floats, pandas' nullable integers). The values are the same: what reads them as numbers, compares
+    or sorts them sees no difference (the judge's readers of bounds widen to float64); a cell costs 2 or 4 bytes
+    instead of 8. O(rows)."""
     if not isinstance(column.dtype, np.dtype) or column.dtype.kind not in "iu" or column.dtype.itemsize <= 2 \
             or not len(column):
         return column
-    values = column.to_numpy()
-    top = max(abs(int(values.min())), abs(int(values.max())))
-    kind = np.int16 if top < _INT16_BELOW else np.int32 if top < _INT32_BELOW else None
-    if kind is None or column.dtype.itemsize <= np.dtype(kind).itemsize:
+    values = narrow_integers(column.to_numpy())
+    if values.dtype.itemsize >= column.dtype.itemsize:
         return column
-    return pd.Series(values.astype(kind), index=column.index, name=column.name)
+    return pd.Series(values, index=column.index, name=column.name)
 
 
 #: Rows per Arrow batch of a coded read (``_coded_frame``): the plain text of one batch exists at a time.

@@ -115,33 +115,48 @@ def frame_digest(frame: pd.DataFrame) -> str:
 
 
 def query_digest(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> str:
-    """``frame_digest`` of the rows a query returns, read from DuckDB as Arrow without a pandas frame of its text:
-    the same value as ``frame_digest(query_frame(con, sql, params))``, each text column read as Arrow strings and
-    ranked by Arrow (``_arrow_canonical``: a Python string per distinct text, not per row).
+    """``frame_digest`` of the rows a query returns, read from DuckDB as Arrow a column at a time, without a pandas
+    frame of its text: the same value as ``frame_digest(query_frame(con, sql, params))``, each text column read
+    as Arrow strings and ranked by Arrow (``_arrow_canonical``: a Python string per distinct text, not per row).
+    The columns of one query come in the same row order (DuckDB keeps the insertion order of a query without
+    ``ORDER BY``, ``preserve_insertion_order``).
 
-    Cost: the query's Arrow table (its text held as Arrow buffers), one hash pass per text column, and the
-    rank sort and row hashes of ``frame_digest``; the other columns as ``frame_digest`` reads them.
+    Cost: one scan of the query per column; the memory of one column's Arrow array and ranks at a time, beside
+    the rows' rank key and hash (16 bytes a row), not the whole result (``_digest``).
     """
-    table = con.sql(sql, params=params or []).to_arrow_table()
-    return _digest(sorted(table.column_names), table.num_rows, lambda name: _arrow_canonical(table.column(name)))
+    params = params or []
+    names = con.sql(sql, params=params).columns
+
+    def column(name: str) -> tuple[Any, np.ndarray, int]:
+        read = con.sql(f"SELECT {quote(name)} FROM ({sql}) AS q", params=params).to_arrow_table()
+        return _arrow_canonical(read.column(0))
+
+    rows = int(scalar(con, f"SELECT count(*) FROM ({sql}) AS q", params))
+    return _digest(sorted(names), rows, column)
 
 
 def _digest(columns: list[str], rows: int, canonical: Callable[[str], tuple[Any, np.ndarray, int]]) -> str:
     """``frame_digest`` of ``rows`` rows whose columns (in name order) ``canonical`` gives one at a time as
-    ``(canonical values, rank of each row, number of ranks)`` (``_canonical``). O(rows log rows)."""
-    canon: dict[str, Any] = {}
-    key, span = np.zeros(rows, dtype=np.int64), 1  # the rows' rank key, a column at a time
-    for name in columns:
-        canon[name], rank, size = canonical(name)
+    ``(canonical values, rank of each row, number of ranks)`` (``_canonical``). The rows' rank key
+    (``extend_rank_key``) and their hash are folded in a column at a time, the hash as
+    ``pd.util.hash_pandas_object`` of the canonical frame combines its columns' hashes (pandas'
+    ``combine_hash_arrays``, CPython's tuple hash), so no column is kept once folded and the canonical frame is
+    never built. O(rows log rows) time; memory: 24 bytes a row beside one column."""
+    if not columns:
+        return hashlib.sha256(json.dumps(columns).encode()).hexdigest()
+    key, span = np.zeros(rows, dtype=np.int64), 1
+    hashed, mult = np.full(rows, 0x345678, dtype=np.uint64), np.uint64(1000003)
+    for i, name in enumerate(columns):
+        values, rank, size = canonical(name)
         key, span = extend_rank_key(key, span, rank, size)
         del rank
-    hashed = np.zeros(0, dtype=np.uint64)
-    if columns:
-        order = np.argsort(key, kind="stable")
-        del key
-        hashed = pd.util.hash_pandas_object(pd.DataFrame(canon, columns=columns), index=False).to_numpy()[order]
+        hashed ^= pd.util.hash_pandas_object(pd.Series(values, copy=False), index=False).to_numpy()
+        del values
+        hashed *= mult
+        mult += np.uint64(82520 + 2 * (len(columns) - i))
+    hashed += np.uint64(97531)
     digest = hashlib.sha256(json.dumps(columns).encode())
-    digest.update(hashed.tobytes())
+    digest.update(hashed[np.argsort(key, kind="stable")].tobytes())
     return digest.hexdigest()
 
 
@@ -443,13 +458,14 @@ class StoreWriter(StoreSchema):
         one of its release and name, and drops that name's entries older than its predecessor's (judging release
         j+1 reads those of release j only). A later ``stage_candidate`` or ``discard`` of a release drops its
         entries and those of every later release. Cost: the size of the entries (an LZ4 pass over their Arrow
-        buffers: about 0.02 s of CPU for 577k rows x 6 columns, 16 MB), one delete and one
-        insert for all of them (not two statements per entry: 24 entries a release).
+        buffers: about 0.02 s of CPU for 577k rows x 6 columns, 16 MB), one delete for all of them, then an insert
+        per entry, each blob made just before it is inserted: one entry's Arrow table and blob exist at a time, not
+        every entry's (the step raised a 10M-row release 2 by 3.3 GB when they were all made first).
 
         An entry kept by append (``history.ARCHIVED``) is stored as its schema alone (a marker, no rows) and its
         units not kept yet are appended to ``private.judge_archive_<name>`` (``_archive``), where they stay until a
-        discard drops them with their release. The memory Arrow's pool held for the entries is given back to the
-        system at the end (``connection.release_arrow_memory``)."""
+        discard drops them with their release. The memory Arrow's pool held for an entry is given back to the
+        system once it is inserted (``connection.release_arrow_memory``)."""
         if not memo:
             return
         keys = sorted(memo)
@@ -465,13 +481,15 @@ class StoreWriter(StoreSchema):
             for name, j in zip(entries["name"], entries["release_id"], strict=True):
                 if name in ARCHIVED:
                     _archive(con, name, unit_columns(name, self.spec.id), int(j), memo[(name, j)])
-            entries = entries.assign(frame=[memo_blob(memo[(n, j)].iloc[:0] if n in ARCHIVED else memo[(n, j)])
-                                            for n, j in zip(entries["name"], entries["release_id"], strict=True)])
             with registered(con, entries[["release_id", "name"]]) as frame:
                 con.execute(f"DELETE FROM private.judge_memo AS m USING {frame} AS n WHERE m.name = n.name "
                             "AND (m.release_id = n.release_id OR m.release_id < n.release_id - 1)")
-            _insert(con, "private.judge_memo", entries)
-        release_arrow_memory()  # the entries' Arrow tables, serialised and freed
+            for name, j in zip(entries["name"], entries["release_id"], strict=True):  # one blob in memory at a time
+                blob = memo_blob(memo[(name, j)].iloc[:0] if name in ARCHIVED else memo[(name, j)])
+                con.execute("INSERT INTO private.judge_memo (release_id, name, frame) VALUES (?, ?, ?)",
+                            [int(j), name, blob])
+                del blob
+                release_arrow_memory()  # the entry's Arrow table, serialised and freed
 
 
 def memo_blob(frame: pd.DataFrame) -> bytes:
@@ -486,13 +504,25 @@ def memo_blob(frame: pd.DataFrame) -> bytes:
         back, and also reads the Parquet blobs of stores written by earlier versions.
 
     Cost: O(size of the frame), no Python work per row (the equivalence attack's 577k-row cold classes: about
-    0.02 s of CPU to write, 0.01 s to read, 3.2 MB).
+    0.02 s of CPU to write, 0.01 s to read, 3.2 MB). A categorical column keeps only the categories its rows use
+    (``_used_categories``): an entry with an id column of the window's categories would otherwise carry every
+    id of the window in its dictionary, however few rows it has (the forward, cross and backward attacks'
+    empty entries: 1.1M ids each at 1M rows).
     """
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = pa.Table.from_pandas(_used_categories(frame), preserve_index=False)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
+
+
+def _used_categories(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each categorical column that has more categories than rows cut to the categories its rows
+    use (the same values, the same dtype kind; the categories keep their order). O(rows + categories) a column
+    so cut; the frame itself when none is."""
+    cut = {name: column.cat.remove_unused_categories() for name, column in frame.items()
+           if isinstance(column.dtype, pd.CategoricalDtype) and len(column.cat.categories) > len(column)}
+    return frame.assign(**cut) if cut else frame
 
 
 #: The judge's memo (``StoreWriter.save_judge_memo``), created on its first save.

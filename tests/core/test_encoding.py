@@ -106,3 +106,16 @@ def test_as_text_spells_as_astype_str_without_a_string_per_cell():
     assert encoding.as_text(texts) is texts
     coded = encoding.as_text(texts.astype("category"))
     assert coded.iloc[2] is coded.iloc[3]
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.integers(-(2**40), 2**40), max_size=30), st.sampled_from([2**13, 2**29, 2**41]))
+def test_narrow_integers_keeps_the_values_with_room_for_a_difference(values, scale):
+    values = np.array([v % (2 * scale) - scale for v in values], dtype=np.int64)
+    narrow = encoding.narrow_integers(values)
+    assert narrow.tolist() == values.tolist()
+    top = int(np.abs(values).max()) if len(values) else 0
+    expected = np.int64 if not len(values) else np.int16 if top < 2**13 else np.int32 if top < 2**29 else np.int64
+    assert narrow.dtype == expected
+    if len(values):  # a difference or a sum of two of its values never wraps
+        assert (narrow.max() - narrow.min() + 1) == int(values.max()) - int(values.min()) + 1

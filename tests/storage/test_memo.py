@@ -151,3 +151,17 @@ def test_archives_take_their_types_from_the_store_not_from_the_first_frame(tmp_p
             kept = sorted(r[0] for r in con.execute(f"SELECT pid FROM {table}").fetchall())
     assert types["pid"] == "VARCHAR" and types["row"] == "BIGINT", types
     assert kept == ["007", "7", "p000", "p001", "p00205"]
+
+
+def test_a_categorical_column_keeps_only_the_categories_its_rows_use():
+    """An entry whose id column has the window's categories (100k ids) but a few rows, or none, stores those rows'
+    ids only: its blob does not grow with the window, and its values come back as they went in."""
+    window = pd.Index([f"p{i:06d}" for i in range(100_000)], dtype=object)
+    for rows in ([], ["p000007", "p099999", "p000007"]):
+        frame = pd.DataFrame({"id": pd.Categorical(rows, categories=window), "n": np.arange(len(rows))})
+        blob = memo_blob(frame)
+        assert len(blob) < 5_000
+        back = memo_frame(blob)
+        assert isinstance(back["id"].dtype, pd.CategoricalDtype)
+        assert back["id"].tolist() == rows and back["n"].tolist() == list(range(len(rows)))
+        assert list(back["id"].cat.categories) == sorted(set(rows))

@@ -163,16 +163,19 @@ def _release_members(history: History, state: _State, table: pd.DataFrame,
     codes = sensitive_codes(table, spec)
     known = codes >= 0
     counts = np.bincount(inverse[known] * width + codes[known], minlength=len(groups) * width)
-    counts = counts.reshape(len(groups), width).astype(np.int64)
+    counts = counts.reshape(len(groups), width).astype(np.int64, copy=False)
     sig, signatures = _signature_codes(state.signatures, counts)
-    host = history.hosting[history.hosting["release_id"] == release_id]
-    order = np.argsort(host["group_id"].to_numpy(np.int64), kind="stable")  # by class, as ``_State.live``
-    group = host["group_id"].to_numpy(np.int64)[order]
+    host = np.flatnonzero(history.hosting["release_id"].to_numpy() == release_id)
+    group = history.hosting["group_id"].to_numpy(np.int64)[host]
+    order = np.argsort(group, kind="stable")  # by class, as ``_State.live``
+    group, host = group[order], host[order]
     cls = np.searchsorted(groups, group)
     real = np.bincount(cls, minlength=len(groups))
-    return pd.DataFrame({spec.id: host[spec.id].to_numpy()[order], "release_id": np.int64(release_id),
-                         "group_id": group, "sig": sig[cls], "size": counts.sum(axis=1)[cls],
-                         "real": real[cls]}), signatures
+    narrow = np.int32  # as the memo keeps them (``_narrow``): no copy when the state is saved
+    return pd.DataFrame({spec.id: history.hosting[spec.id].take(host).to_numpy(),
+                         "release_id": np.full(len(host), release_id, dtype=narrow), "group_id": group.astype(narrow),
+                         "sig": sig[cls].astype(narrow), "size": counts.sum(axis=1)[cls].astype(narrow),
+                         "real": real[cls].astype(narrow)}), signatures
 
 
 def _keys(members: pd.DataFrame) -> np.ndarray:
