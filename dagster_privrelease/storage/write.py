@@ -122,7 +122,7 @@ def query_digest(con: duckdb.DuckDBPyConnection, sql: str, params: list | None =
     ``ORDER BY``, ``preserve_insertion_order``).
 
     Cost: one scan of the query per column; the memory of one column's Arrow array and ranks at a time, beside
-    the rows' rank key and hash (16 bytes a row), not the whole result (``_digest``).
+    the rows' rank key, hash and sort order (24 bytes a row), not the whole result (``_digest``).
     """
     params = params or []
     names = con.sql(sql, params=params).columns
