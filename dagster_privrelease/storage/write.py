@@ -517,11 +517,11 @@ def memo_blob(frame: pd.DataFrame) -> bytes:
 
 
 def _used_categories(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each categorical column that has more categories than rows cut to the categories its rows
-    use (the same values, the same dtype kind; the categories keep their order). O(rows + categories) a column
-    so cut; the frame itself when none is."""
+    """``frame`` with each categorical column cut to the categories its rows use (the same values, the same dtype
+    kind; the categories keep their order); the frame itself when it has no categorical. O(rows + categories) a
+    categorical column."""
     cut = {name: column.cat.remove_unused_categories() for name, column in frame.items()
-           if isinstance(column.dtype, pd.CategoricalDtype) and len(column.cat.categories) > len(column)}
+           if isinstance(column.dtype, pd.CategoricalDtype)}
     return frame.assign(**cut) if cut else frame
 
 
