@@ -489,34 +489,37 @@ _BATCH_ROWS = 1 << 17
 
 
 class _TextCodes:
-    """One text column read batch by batch as codes into a growing vocabulary (order of first appearance),
-    ended as a pandas categorical with sorted categories (``frame``). O(cells) numpy work, Python work per
-    distinct value of each batch."""
+    """One text column read batch by batch as batch-local dictionary codes, ended as a pandas categorical with
+    sorted categories (``frame``). All in Arrow and numpy: a hash per cell, no Python work per value (a Python
+    dictionary of a window's ids cost more memory than the ids themselves, and most of reading it)."""
 
     def __init__(self) -> None:
-        self.vocabulary: dict[str, int] = {}
+        self.words: list[pa.Array] = []
         self.parts: list[np.ndarray] = []
 
     def add(self, column: pa.Array) -> None:
-        """Append one batch's column: a dictionary encoding (a hash per cell), its batch-local codes mapped to
-        the vocabulary's, -1 for a null."""
+        """Append one batch's column: its dictionary encoding (a hash per cell), the codes with -1 for a null."""
         encoded = pc.dictionary_encode(column.cast(pa.string()) if pa.types.is_string_view(column.type) else column)
-        local = np.array([self.vocabulary.setdefault(v, len(self.vocabulary))
-                          for v in encoded.dictionary.to_pylist()] + [-1], dtype=np.int32)
-        self.parts.append(local[pc.fill_null(encoded.indices, -1).to_numpy()])
+        self.words.append(encoded.dictionary)
+        self.parts.append(pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int32, copy=False))
 
     def frame(self) -> pd.Categorical:
-        """The column as a categorical whose categories are the vocabulary sorted (so the codes order as the
-        text does; a null is code -1, a null). Frees the parts. O(cells)."""
-        words = np.array(list(self.vocabulary), dtype=object)
-        order = np.argsort(words, kind="stable") if len(words) else np.zeros(0, dtype=np.intp)
-        rank = np.empty(len(words) + 1, dtype=np.int32)
-        rank[order] = np.arange(len(words), dtype=np.int32)
-        rank[-1] = -1
-        codes = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int32)
+        """The column as a categorical whose categories are its distinct values sorted as Python sorts text
+        (code points: UTF-8's byte order, in which Arrow sorts), so that the codes order as the text does; a null
+        is code -1. The batches' dictionaries are encoded once more into one vocabulary, and each batch's codes
+        mapped through it. Frees the parts. O(cells + distinct values x log)."""
+        starts = np.cumsum([0, *(len(w) for w in self.words[:-1])])  # where each batch's words begin
+        vocabulary = pc.dictionary_encode(pa.concat_arrays(self.words))
+        self.words = []
+        order = pc.array_sort_indices(vocabulary.dictionary).to_numpy()
+        rank = np.empty(len(order), dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        ranked = np.append(rank[vocabulary.indices.to_numpy()], np.int32(-1))  # batch words in turn -> rank; -1
+        codes = np.concatenate([ranked[np.where(part >= 0, part + start, -1)]
+                                for part, start in zip(self.parts, starts, strict=True)])
         self.parts = []
-        return pd.Categorical.from_codes(rank[codes], categories=pd.Index(words[order], dtype=object),
-                                         validate=False)
+        categories = vocabulary.dictionary.take(pa.array(order)).to_numpy(zero_copy_only=False)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
 
 
 def _coded_frame(con: duckdb.DuckDBPyConnection, queries: list[tuple[str, list]],
