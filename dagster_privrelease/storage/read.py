@@ -712,7 +712,7 @@ def _archived(con: duckdb.DuckDBPyConnection, name: str, release_id: int, ident:
 _PARQUET_MAGIC = b"PAR1"
 
 
-def memo_frame(blob: bytes, shared: Mapping[str, tuple[pa.Array, np.ndarray]] | None = None) -> pd.DataFrame:
+def memo_frame(blob: bytes | memoryview, shared: Mapping[str, tuple[pa.Array, np.ndarray]] | None = None) -> pd.DataFrame:
     """An entry of the judge's memo as ``write.memo_blob`` stored it (an Arrow IPC stream), or as stores written
     before it did (a Parquet file, told by its leading magic bytes ``PAR1``; an IPC stream starts with a
     continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond LZ4's
@@ -721,7 +721,7 @@ def memo_frame(blob: bytes, shared: Mapping[str, tuple[pa.Array, np.ndarray]] | 
     strings to find none equal (it raised reading the 300k-row entries of a Census-KDD window by 0.1 GB a table).
     A text column named in ``shared`` is read instead with the Python strings its vocabulary holds
     (``_interned``). O(size of the entry)."""
-    if blob[:4] == _PARQUET_MAGIC:
+    if bytes(blob[:4]) == _PARQUET_MAGIC:
         return pd.read_parquet(io.BytesIO(blob))
     table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
     interned = {name: _interned(table.column(name), vocabulary) for name, vocabulary in (shared or {}).items()
