@@ -490,8 +490,8 @@ _BATCH_ROWS = 1 << 17
 
 class _TextCodes:
     """One text column read batch by batch as batch-local dictionary codes, ended as a pandas categorical with
-    sorted categories (``frame``). All in Arrow and numpy: a hash per cell, no Python work per value (a Python
-    dictionary of a window's ids cost more memory than the ids themselves, and most of reading it)."""
+    sorted categories (``frame``). All in Arrow and numpy: a hash per cell, no Python work per value (the
+    batches' dictionaries are kept as Arrow text, not as Python strings)."""
 
     def __init__(self) -> None:
         self.words: list[pa.Array] = []

@@ -501,9 +501,8 @@ def memo_blob(frame: pd.DataFrame) -> memoryview:
     Returns:
         The frame as an Arrow IPC stream (``pa.Table.from_pandas`` without the index, so with pandas' own schema
         metadata: dtypes come back as they went in), its buffers LZ4-compressed, as a view of Arrow's buffer
-        (DuckDB takes it as a BLOB parameter; no copy into Python bytes, which at 10M rows was 0.24 GB beside the
-        buffer for the live classes' entry). ``read.memo_frame`` reads it back, and also reads the Parquet blobs
-        of stores written by earlier versions.
+        (DuckDB takes it as a BLOB parameter: no copy of the blob into Python bytes). ``read.memo_frame`` reads it
+        back, and also reads the Parquet blobs of stores written by earlier versions.
 
     Cost: O(size of the frame), no Python work per row (the equivalence attack's 577k-row cold classes: about
     0.02 s of CPU to write, 0.01 s to read, 3.2 MB). A categorical column keeps only the categories its rows use

@@ -537,7 +537,7 @@ def equivalence_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report
     if len(earlier):  # release n's pairs come sorted by the classes (``_new_pairs``); the earlier links merged in
         order = np.lexsort([columns[k] for k in reversed(_KEYS)])
         frame = {k: v[order] for k, v in frame.items()}
-    violations = pd.DataFrame(frame, copy=False)  # a block per column: no copy (release 2 of 10M: 8M rows)
+    violations = pd.DataFrame(frame, copy=False)  # a block per column: the listed pairs are not copied again
     present = np.flatnonzero(state.e)
     summary = {"linked_pairs_checked": int(state.e.sum()), "linked_pairs_below_bound": int(state.e[: max(limit, 0)].sum()),
                "bound": limit, "disclosed": int(disclosing.sum()), "min_e": int(present[0]) if len(present) else 0,
