@@ -85,10 +85,10 @@ def naive_candidate_sets(history: History, release_id: int) -> np.ndarray:
     return out
 
 
-def naive_intersection(history: History, bound: int) -> tuple[dict, set]:
-    """Taxonomy Def. 13 / Xiao-Tao Lemmas 1-2: per individual and maximal run of releases with one sensitive value,
-    the intersection of its CSS; the summary counts and the (id, first, last, size) below ``bound``."""
-    values = list(history.spec.sensitive_values or ())
+def naive_runs(history: History) -> list[list]:
+    """Taxonomy Def. 13 / Xiao-Tao Lemmas 1-2: per individual and maximal run of releases with one sensitive value
+    (an absence does not end it), ``[id, first, last, value, intersection of its CSS]``, in order of the
+    individual's first appearance, then of the run's."""
     seen: dict = {}
     for j in history.release_ids:
         snap = history.snapshot(j)
@@ -104,6 +104,13 @@ def naive_intersection(history: History, bound: int) -> tuple[dict, set]:
             else:
                 current = [person, j, j, value, css.copy()]
                 runs.append(current)
+    return runs
+
+
+def naive_intersection(history: History, bound: int) -> tuple[dict, set]:
+    """``naive_runs``' summary counts and the (id, first, last, size) of its runs below ``bound``."""
+    values = list(history.spec.sensitive_values or ())
+    runs = naive_runs(history)
     sizes = [int(r[4].sum()) for r in runs]
     summary = {"attacked": len(runs), "disclosed": sizes.count(1), "below_bound": sum(s < bound for s in sizes),
                "min_candidates": min(sizes),
@@ -195,6 +202,32 @@ def test_intersection_release_by_release_equals_from_scratch(seed, bound):
     assert report is not None
     assert_same_report(report, attacks.intersection_attack(prefix(history, history.release_ids[-1], {}),
                                                            Bound(values=bound)))
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS)
+def test_intersection_runs_kept_release_by_release_are_the_runs_of_the_definition(seed):
+    """The memo the intersection attack keeps (``intersection_runs``), folded one release at a time over 12
+    releases of people who leave, come back and change their value, holds ``naive_runs`` row for row and in its
+    order, each individual's last run marked latest; folding a release leaves the memo it started from as it was."""
+    history = random_history(seed, releases=12)
+    memo: dict = {}
+    for j in history.release_ids:
+        step = prefix(history, j, memo)
+        before = {k: v.copy() for k, v in step.memo.items()}
+        runs = attacks.intersection.intersection_runs(step)
+        for key, frame in before.items():
+            pd.testing.assert_frame_equal(step.memo[key], frame)
+        memo = step.memo
+    values = list(history.spec.sensitive_values or ())
+    expected = naive_runs(history)
+    assert runs[["id", "first", "last", "value"]].to_numpy().tolist() == [
+        [r[0], r[1], r[2], values.index(r[3])] for r in expected]
+    words = runs[[c for c in runs.columns if c.startswith("w")]].to_numpy(np.uint64)
+    np.testing.assert_array_equal(unpack_bits(words, len(values)), np.array([r[4] for r in expected]))
+    last = {r[0]: i for i, r in enumerate(expected)}
+    assert runs["latest"].tolist() == [last[r[0]] == i for i, r in enumerate(expected)]
+    assert runs["person"].is_monotonic_increasing
 
 
 def naive_critical(history: History) -> tuple[int, set]:

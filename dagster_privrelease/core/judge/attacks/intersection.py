@@ -134,8 +134,8 @@ def intersection_runs(history: History) -> pd.DataFrame:
     with release n folded in, else every release folded from an empty state; either way the result is recorded
     as ``History.memo[(RUNS, n)]`` (and read from there when asked again). One fold reads release j's candidate sets (``candidate_sets``) and its
     snapshot's ids and values only: O(n_j + individuals seen) (a hash look-up of release j's ids among the
-    latest runs, a word-wise AND, an append), so judging release n costs O(n_n + individuals seen), not
-    O(history). The look-up of release j's individuals among the latest runs (a join by id) runs on the current
+    latest runs, a word-wise AND, each column written once: ``_fold``), so judging release n costs
+    O(n_n + individuals seen), not O(history). The look-up of release j's individuals among the latest runs (a join by id) runs on the current
     backend (``partitioned.lookup``).
     """
     ids = history.release_ids
@@ -150,37 +150,58 @@ def intersection_runs(history: History) -> pd.DataFrame:
 
 
 def _fold(history: History, state: pd.DataFrame | None, releases: list[int]) -> pd.DataFrame:
-    """``state`` (None: empty) with ``releases`` folded in, in order (``intersection_runs``)."""
+    """``state`` (None: empty) with ``releases`` folded in, in order (``intersection_runs``); ``state`` is not
+    changed. Each release writes every column once, into a new array in the order of (person, first): the runs
+    of earlier releases, each individual's new run right after its latest one, then the new individuals'.
+    Memory: the old and the new state, no copy beyond (no concatenation, no sort)."""
     spec = history.spec
-    words = max(1, -(-len(spec.sensitive_values) // 64))
-    columns = [f"w{w}" for w in range(words)]
+    words = [f"w{w}" for w in range(max(1, -(-len(spec.sensitive_values) // 64)))]
     empty = {"person": np.int64, spec.id: object, "first": np.int64, "last": np.int64, "value": np.int64,
-             "latest": bool, **dict.fromkeys(columns, np.uint64)}
-    runs = state.copy() if state is not None else pd.DataFrame({c: pd.Series([], dtype=t) for c, t in empty.items()})
+             "latest": bool, **dict.fromkeys(words, np.uint64)}
+    runs = ({c: np.zeros(0, t) for c, t in empty.items()} if state is None
+            else {c: state[c].to_numpy() for c in state.columns})
     for j in releases:
-        who, css = candidate_sets(history, j)
-        bits = pack_bits(css)
-        value = codes_in(who[spec.sensitive], spec.sensitive_values)
-        latest = np.flatnonzero(runs["latest"].to_numpy())
-        at = lookup(who[spec.id].to_numpy(), runs[spec.id].to_numpy()[latest], "intersection runs by individual")
-        row = np.r_[latest, -1][at]  # the individual's latest run, -1 for a first appearance
-        same = (row >= 0) & (np.r_[runs["value"].to_numpy(np.int64), 0][row] == value)
-        keep = row[same]
-        state_bits = runs[columns].to_numpy(np.uint64)
-        state_bits[keep] &= bits[same]
-        runs[columns] = state_bits
-        runs.loc[keep, "last"] = j
-        fresh = ~same
-        ended = row[fresh & (row >= 0)]
-        runs.loc[ended, "latest"] = False
-        person = np.r_[runs["person"].to_numpy(np.int64), -1][row]
-        unseen = fresh & (row < 0)
-        person[unseen] = (runs["person"].max() + 1 if len(runs) else 0) + np.arange(int(unseen.sum()))
-        added = pd.DataFrame({"person": person[fresh], spec.id: who[spec.id].to_numpy()[fresh], "first": j,
-                              "last": j, "value": value[fresh], "latest": True,
-                              **{c: bits[fresh, w] for w, c in enumerate(columns)}})
-        runs = pd.concat([runs, added], ignore_index=True) if len(runs) else added
-    return runs.sort_values(["person", "first"], kind="stable", ignore_index=True)
+        runs = _fold_release(history, runs, words, j)
+    return pd.DataFrame(runs, copy=False)  # a block per column: the state is not stacked into a copy
+
+
+def _fold_release(history: History, runs: dict[str, np.ndarray], words: list[str], j: int) -> dict[str, np.ndarray]:
+    """``runs`` (columns of ``intersection_runs``' state) with release ``j`` folded in, as new columns. O(n_j +
+    runs): a look-up of release j's ids among the latest runs, then each column written once."""
+    spec = history.spec
+    who, css = candidate_sets(history, j)
+    bits = pack_bits(css)
+    value = codes_in(who[spec.sensitive], spec.sensitive_values)
+    n = len(runs["person"])
+    latest = np.flatnonzero(runs["latest"])
+    at = lookup(who[spec.id].to_numpy(), runs[spec.id][latest], "intersection runs by individual")
+    row = np.r_[latest, -1][at]  # the individual's latest run, -1 for a first appearance
+    same = (row >= 0) & (np.r_[runs["value"].astype(np.int64, copy=False), 0][row] == value)
+    fresh = np.flatnonzero(~same)
+    person = np.r_[runs["person"].astype(np.int64, copy=False), -1][row[fresh]]
+    unseen = person < 0
+    person[unseen] = (int(runs["person"].max()) + 1 if n else 0) + np.arange(int(unseen.sum()))
+    # the new state's rows: the old runs, each known individual's new run inserted after its latest run, then
+    # the new individuals' runs (in order of person, as numbered above)
+    known = np.flatnonzero(~unseen)
+    order = np.r_[np.insert(np.arange(n), row[fresh[known]] + 1, n + known), n + np.flatnonzero(unseen)]
+    place = np.empty_like(order)
+    place[order] = np.arange(len(order))
+    old, new = place[:n], place[n:]
+    added = {"person": person, spec.id: who[spec.id].to_numpy()[fresh], "first": j, "last": j,
+             "value": value[fresh], "latest": True, **{c: bits[fresh, w] for w, c in enumerate(words)}}
+    out = {}
+    for c, column in runs.items():  # the first release sets the types (the id's: the snapshot's, not object)
+        merged = np.empty(len(order), dtype=column.dtype if n else np.asarray(added[c]).dtype)
+        merged[old] = column
+        merged[new] = added[c]
+        out[c] = merged
+    kept = old[row[same]]
+    out["last"][kept] = j
+    for w, c in enumerate(words):
+        out[c][kept] &= bits[same, w]
+    out["latest"][old[row[fresh[known]]]] = False  # a known individual's run that ended
+    return out
 
 
 def intersection_attack(history: History, bound: Bound = NO_DISCLOSURE) -> Report:
