@@ -117,6 +117,9 @@ def assert_primitives(backend: Aggregations) -> None:
     probe = np.array([f"p{i:03d}" for i in rng.integers(0, 60, 120)], dtype=object)  # a third absent, repeats
     got = backend.lookup(probe, table, "test lookup")
     assert got.dtype == np.int64 and got.tolist() == naive_lookup(probe, table)
+    near = np.array(["é", "e", "B", "b", "007", "7", "p 1"], dtype=object)  # text that differs by a byte only
+    probe = np.array(["b", "7", "é", "E", "07", "p1", "007"], dtype=object)
+    assert backend.lookup(pd.Series(probe), near, "test lookup").tolist() == naive_lookup(probe, near)
     codes = rng.permutation(50).astype(np.int64) * 7
     probe = rng.integers(0, 400, 90).astype(np.int64)
     assert backend.lookup(probe, codes, "test lookup").tolist() == naive_lookup(probe, codes)

@@ -24,8 +24,8 @@ where its data is (Spark: a DataFrame aggregation, a join, a window); ``dense_co
 ``previous_per_key`` fall back to the local ones for a backend that does not. Their results are defined from the
 data alone (keys in lexicographic order, rows in input order), so every backend returns the same arrays.
 
-Pure: numpy (and pandas for the local look-up's hash index and the lag's numbering, imported when they run), no
-Dagster, no DuckDB, no pyspark.
+Pure: numpy (and pandas or pyarrow for the local look-up's hash index and the lag's numbering, imported when they
+run), no Dagster, no DuckDB, no pyspark.
 """
 
 from __future__ import annotations
@@ -36,12 +36,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import SpecError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Aggregations", "Backend", "Kernel", "LocalBackend", "Seeds", "aggregations", "apply", "current",
            "dense_counts", "last_per_key", "lookup", "numbered", "parallelism", "previous_per_key", "using"]
@@ -226,10 +229,23 @@ class LocalBackend:
                 "count": np.diff(np.r_[starts, len(order)]).astype(np.int64)}
 
     def lookup(self, keys: ArrayLike, table: ArrayLike, step: str) -> np.ndarray:
-        """``Aggregations.lookup`` on this process: a hash index of ``table`` probed by ``keys`` (pandas: a
-        categorical column is probed by its codes, never copied as text), O(len(keys) + len(table))."""
+        """``Aggregations.lookup`` on this process: a hash index of ``table`` probed by ``keys``,
+        O(len(keys) + len(table)). Text on both sides (object arrays of ``str``, no nulls) is hashed by Arrow
+        (``pyarrow.compute.index_in`` over UTF-8 buffers, after one conversion of each side; no Python object is
+        hashed or compared), its buffers given back to the system when done;
+        anything else by pandas (a categorical column is probed by its codes, never copied as text)."""
         import pandas as pd  # the callers' columns are pandas already; the partition seam alone needs numpy
 
+        words = _arrow_text(table)
+        probes = _arrow_text(keys) if words is not None else None
+        if words is not None and probes is not None:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            found = pc.index_in(probes, value_set=words).fill_null(-1).to_numpy().astype(np.int64)
+            del words, probes
+            pa.default_memory_pool().release_unused()  # the texts' buffers: Arrow's allocator would keep them
+            return found
         return pd.Index(table).get_indexer(keys).astype(np.int64, copy=False)
 
     def previous_per_key(self, keys: ArrayLike, step: str) -> np.ndarray:
@@ -254,6 +270,20 @@ def _dense_cells(columns: list[np.ndarray]) -> tuple[int, ...] | None:
         return None
     ranges = tuple(int(c.max()) + 1 for c in columns)
     return ranges if float(np.prod([float(r) for r in ranges])) <= max(4 * n, 1 << 16) else None
+
+
+def _arrow_text(values: ArrayLike) -> pa.Array | None:
+    """``values`` as an Arrow string array when they are text (an object array or pandas column of ``str``, no
+    nulls), else None (numbers, categoricals, mixed objects). O(n) conversion of text, O(1) otherwise."""
+    import pyarrow as pa
+
+    if getattr(values, "dtype", None) != np.dtype(object) or not np.size(values):
+        return None
+    try:
+        text = pa.array(values, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    return text if not text.null_count else None
 
 
 def aggregations(backend: Backend | None = None) -> Aggregations:

@@ -18,7 +18,7 @@ from dagster_privrelease.core import partitioned
 from dagster_privrelease.core.partitioned import LocalBackend, Seeds, apply, current, using
 from dagster_privrelease.errors import SpecError
 from tests.budget import examples
-from tests.partitioned_checks import assert_primitives, assert_same_labels, naive_apply, random_labels
+from tests.partitioned_checks import assert_primitives, assert_same_labels, naive_apply, naive_lookup, random_labels
 
 
 class Shuffled:
@@ -180,6 +180,16 @@ def test_a_backend_returning_the_wrong_number_of_labels_is_refused():
 
 def test_local_primitives_equal_the_naive_references() -> None:
     assert_primitives(LocalBackend(workers=2))
+
+
+def test_the_local_look_up_of_objects_that_are_not_all_text_compares_python_values() -> None:
+    """Text goes through Arrow's hash; an object column that is not all text (a number among ids, a null) falls
+    back to pandas and compares the Python values (``7 == 7.0``, ``"7" != 7``), as the naive reference does."""
+    table = np.array([7, "7", 8.0, None], dtype=object)
+    keys = np.array(["7", 7, 8, None, "8"], dtype=object)
+    assert LocalBackend(workers=1).lookup(keys, table, "t").tolist() == naive_lookup(keys, table) == [1, 0, 2, 3, -1]
+    text = np.array(["p1", None], dtype=object)
+    assert LocalBackend(workers=1).lookup(np.array(["p1", "p2"], dtype=object), text, "t").tolist() == [0, -1]
 
 
 def test_a_backend_without_primitives_counts_and_looks_up_locally() -> None:
