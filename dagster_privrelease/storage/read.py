@@ -715,7 +715,7 @@ _PARQUET_MAGIC = b"PAR1"
 def memo_frame(blob: bytes | memoryview, shared: Mapping[str, tuple[pa.Array, np.ndarray]] | None = None) -> pd.DataFrame:
     """An entry of the judge's memo as ``write.memo_blob`` stored it (an Arrow IPC stream), or as stores written
     before it did (a Parquet file, told by its leading magic bytes ``PAR1``; an IPC stream starts with a
-    continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond LZ4's
+    continuation marker ``FF FF FF FF``). The Arrow buffers are read in place (no copy beyond the codec's
     decompression), then converted to pandas once, each text cell its own string: an entry's text is mostly ids,
     one per row, which Arrow's de-duplication (``deduplicate_objects``) would hash into a table as large as the
     strings to find none equal (it raised reading the 300k-row entries of a Census-KDD window by 0.1 GB a table).

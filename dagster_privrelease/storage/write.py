@@ -457,8 +457,8 @@ class StoreWriter(StoreSchema):
         published, in ``private.judge_memo`` (one blob per release and name, ``memo_blob``); an entry replaces the
         one of its release and name, and drops that name's entries older than its predecessor's (judging release
         j+1 reads those of release j only). A later ``stage_candidate`` or ``discard`` of a release drops its
-        entries and those of every later release. Cost: the size of the entries (an LZ4 pass over their Arrow
-        buffers: about 0.02 s of CPU for 577k rows x 6 columns, 16 MB), one delete for all of them, then an insert
+        entries and those of every later release. Cost: the size of the entries (a zstd pass over their Arrow
+        buffers, ``memo_blob``), one delete for all of them, then an insert
         per entry, each blob made just before it is inserted: one entry's Arrow table and blob exist at a time, not
         every entry's (the step raised a 10M-row release 2 by 3.3 GB when they were all made first).
 
@@ -492,6 +492,11 @@ class StoreWriter(StoreSchema):
                 release_arrow_memory()  # the entry's Arrow table, serialised and freed
 
 
+#: How memo blobs are compressed (``memo_blob``): zstd at level 1, a third to a half of LZ4's size on the judge's
+#: entries (ids, codes, bitset words) for about twice its CPU.
+_MEMO_CODEC = pa.Codec("zstd", 1)
+
+
 def memo_blob(frame: pd.DataFrame) -> memoryview:
     """One entry of the judge's memo as stored in ``private.judge_memo.frame``.
 
@@ -500,19 +505,20 @@ def memo_blob(frame: pd.DataFrame) -> memoryview:
 
     Returns:
         The frame as an Arrow IPC stream (``pa.Table.from_pandas`` without the index, so with pandas' own schema
-        metadata: dtypes come back as they went in), its buffers LZ4-compressed, as a view of Arrow's buffer
-        (DuckDB takes it as a BLOB parameter: no copy of the blob into Python bytes). ``read.memo_frame`` reads it
-        back, and also reads the Parquet blobs of stores written by earlier versions.
+        metadata: dtypes come back as they went in), its buffers compressed by zstd (level 1), as a view of
+        Arrow's buffer (DuckDB takes it as a BLOB parameter: no copy of the blob into Python bytes).
+        ``read.memo_frame`` reads it back, and also reads the LZ4 streams and the Parquet blobs of stores written
+        by earlier versions (an IPC stream names its codec).
 
-    Cost: O(size of the frame), no Python work per row (the equivalence attack's 577k-row cold classes: about
-    0.02 s of CPU to write, 0.01 s to read, 3.2 MB). A categorical column keeps only the categories its rows use
+    Cost: O(size of the frame), no Python work per row (``_MEMO_CODEC``; a blob is copied about four times as
+    DuckDB inserts and commits it, so its size is memory in the save). A categorical column keeps only the categories its rows use
     (``_used_categories``): an entry with an id column of the window's categories would otherwise carry every
     id of the window in its dictionary, however few rows it has (the forward, cross and backward attacks'
     empty entries: 1.1M ids each at 1M rows).
     """
     table = pa.Table.from_pandas(_used_categories(frame), preserve_index=False)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=_MEMO_CODEC)) as writer:
         writer.write_table(table)
     return memoryview(sink.getvalue())
 

@@ -9,6 +9,7 @@ import io
 import numpy as np
 import pandas as pd
 import pandas.testing as pdt
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,10 +68,10 @@ def test_empty_frames_keep_their_columns():
     pdt.assert_frame_equal(memo_frame(memo_blob(frame)), _parquet(frame))
 
 
-def test_the_store_keeps_the_memo_of_the_previous_release_and_reads_old_parquet_blobs(store):
+def test_the_store_keeps_the_memo_of_the_previous_release_and_reads_old_parquet_and_lz4_blobs(store):
     """``save_judge_memo`` keeps release j's entries for judging release j+1 (``History.memo`` holds release j-1's
     entries when release j is the last), replaces an entry of the same release and name, drops a name's entries
-    older than its predecessor's, and a Parquet blob left by an older store still reads."""
+    older than its predecessor's, and a Parquet or LZ4 blob left by an older store still reads."""
     for j in (1, 2, 3):
         publish(store, j, snapshot(range(10 * j, 10 * j + 12), seed=j))
     first = pd.DataFrame({"id": np.arange(5, dtype=np.int64), "sig": np.arange(5, dtype=np.int32)})
@@ -86,9 +87,15 @@ def test_the_store_keeps_the_memo_of_the_previous_release_and_reads_old_parquet_
         buffer = io.BytesIO()
         first.to_parquet(buffer, index=False)
         con.execute("INSERT INTO private.judge_memo VALUES (2, 'old', ?)", [buffer.getvalue()])
+        lz4 = pa.BufferOutputStream()  # the IPC streams of the versions before zstd
+        table = pa.Table.from_pandas(first, preserve_index=False)
+        with pa.ipc.new_stream(lz4, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+            writer.write_table(table)
+        con.execute("INSERT INTO private.judge_memo VALUES (2, 'lz4', ?)", [lz4.getvalue().to_pybytes()])
     memo = store.history(upto=3).memo
-    assert set(memo) == {("old", 2)}
+    assert set(memo) == {("old", 2), ("lz4", 2)}
     pdt.assert_frame_equal(memo[("old", 2)], first)
+    pdt.assert_frame_equal(memo[("lz4", 2)], first)
 
 
 def _saved_one_by_one(kept: dict[tuple[str, int], int], memo: dict[tuple[str, int], int],
