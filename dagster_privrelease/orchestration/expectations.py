@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
@@ -71,9 +72,16 @@ class Rules(NamedTuple):
     values: tuple[str, ...]
 
 
+def rule_columns(spec: BoundSpec, attributes: Sequence[str]) -> list[str]:
+    """The columns of the snapshot ``release_rules`` reads for a release of ``attributes``: the numeric
+    quasi-identifiers among them (read those alone: the whole snapshot of a 10M-row table is gigabytes of text).
+    O(attributes)."""
+    return [name for name in attributes if spec.quasi_identifiers[name].numeric]
+
+
 def release_rules(spec: BoundSpec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Rules:
-    """The rules a release of ``snapshot`` under the bound ``spec`` must meet. Cost: a min and a max per numeric
-    attribute of ``snapshot``.
+    """The rules a release of ``snapshot`` (at least its ``rule_columns``) under the bound ``spec`` must meet.
+    Cost: a min and a max per numeric attribute of ``snapshot``.
 
     Domain of a numeric attribute: ``[min, max]`` of the snapshot for ``A__lo`` and ``[min, max + min_width]``
     for ``A__hi`` (intervals widen upward, Xiao-Tao §4.1); of a categorical one: leaf ranks ``0 .. leaves-1``.
@@ -220,6 +228,7 @@ def _validate(suite: gx.ExpectationSuite, table: pd.DataFrame, result_format: Re
 
 def validate_release(table: pd.DataFrame, spec: BoundSpec, snapshot: pd.DataFrame, attributes: tuple[str, ...]) -> Report:
     """Validate a release table against ``release_suite``; one violation row per failed expectation.
+    ``snapshot`` needs only its ``rule_columns``.
 
     The table is screened first (``screen_suite``, ``BOOLEAN_ONLY``); a pass is ``release_suite``'s pass (its
     expectations counted, none failed), a failure validates ``release_suite`` with GE's default format for the

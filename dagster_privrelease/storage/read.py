@@ -127,10 +127,11 @@ class StoreReader(StoreSchema):
         with self._open() as con:
             return published_ids(con)
 
-    def snapshot(self, release_id: int) -> pd.DataFrame | None:
-        """T(release_id) as staged (columns ``spec.columns``), or None when it was never staged."""
+    def snapshot(self, release_id: int, columns: list[str] | None = None) -> pd.DataFrame | None:
+        """T(release_id) as staged (columns ``spec.columns``, or only ``columns``, in that order), or None when it
+        was never staged. A scan of the snapshots; reading few columns costs a share of reading them all."""
         with self._open() as con:
-            return stored_snapshot(con, release_id)
+            return stored_snapshot(con, release_id, columns)
 
     def bound_spec(self, snapshot: pd.DataFrame) -> BoundSpec:
         """The spec bound with the stored domains, then extended with ``snapshot``'s values.
