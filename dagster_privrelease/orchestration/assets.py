@@ -34,7 +34,7 @@ from ..storage import ReleaseStore, frame_digest
 from . import report
 from .certificate import write_certificate
 from .checks import CHECKS
-from .expectations import rule_columns, validate_release
+from .expectations import validate_candidate
 from .partitions import step
 from .resources import PrivreleaseBackend
 from .sensors import ATTRIBUTES_TAG
@@ -293,11 +293,7 @@ def verdicts_of_run(context: AssetExecutionContext, candidate: dg.AssetKey) -> l
 
 def judge_with_expectations(store: ReleaseStore, release_id: int) -> list[Report]:
     """Every report that gates publication: the core judge (verifiers, attacks) and the GE suite."""
-    candidate = store.candidate(release_id)
-    spec = store.staged_bound_spec(release_id)
-    snapshot = store.snapshot(release_id, rule_columns(spec, candidate.attributes))
-    assert snapshot is not None, "a staged candidate has a staged snapshot"
-    return [*pipeline.judge(store, release_id), validate_release(candidate.table, spec, snapshot, candidate.attributes)]
+    return [*pipeline.judge(store, release_id), validate_candidate(store, release_id)]
 
 
 def same_rows(staged: pd.DataFrame, rows: pd.DataFrame, spec: Spec, key: str, release_id: int) -> None:

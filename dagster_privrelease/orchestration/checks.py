@@ -23,7 +23,7 @@ from .. import pipeline
 from ..core.judge import attack_registry
 from ..core.judge.history import Report
 from ..core.partitioned import using
-from .expectations import rule_columns, validate_release
+from .expectations import validate_candidate
 from .partitions import step
 from .report import verdict, verdict_table
 from .resources import PrivreleaseBackend
@@ -96,11 +96,7 @@ def _candidate_checks(table: ReleaseTable, candidate: dg.AssetKey, guarantee: st
     )
     def expectations(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with step(context, table) as part:
-            candidate_release = part.store.candidate(part.release_id)
-            spec = part.store.staged_bound_spec(part.release_id)
-            snapshot = part.store.snapshot(part.release_id, rule_columns(spec, candidate_release.attributes))
-            assert snapshot is not None, "a staged candidate has a staged snapshot"
-            outcome = validate_release(candidate_release.table, spec, snapshot, candidate_release.attributes)
+            outcome = validate_candidate(part.store, part.release_id)
         return result("expectations", candidate, [outcome])
 
     return [judge_candidate, expectations]

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResult as SuiteResult
     from great_expectations.core.result_format import ResultFormatUnion
 
+    from ..storage import ReleaseStore
+
 NAME = "great_expectations"
 
 #: One validation at a time through the process's one context (GE's context is not documented as thread-safe).
@@ -249,6 +251,17 @@ def validate_release(table: pd.DataFrame, spec: BoundSpec, snapshot: pd.DataFram
     checked = [(r.expectation_config, r.result) for r in failed if r.expectation_config is not None]
     summary = {"expectations": len(result.results), "failed": len(failed)}
     return Report(NAME, bool(result.success), _violations(checked), summary)
+
+
+def validate_candidate(store: ReleaseStore, release_id: int) -> Report:
+    """``validate_release`` of the candidate staged for ``release_id`` in ``store``, against the staged spec
+    (``staged_bound_spec``) and the snapshot's ``rule_columns`` alone. Cost: the candidate's read, a scan of those
+    columns, the validation."""
+    candidate = store.candidate(release_id)
+    spec = store.staged_bound_spec(release_id)
+    snapshot = store.snapshot(release_id, rule_columns(spec, candidate.attributes))
+    assert snapshot is not None, "a staged candidate has a staged snapshot"
+    return validate_release(candidate.table, spec, snapshot, candidate.attributes)
 
 
 def _violations(checked: list) -> pd.DataFrame:

@@ -493,7 +493,7 @@ class StoreWriter(StoreSchema):
 
 
 #: How memo blobs are compressed (``memo_blob``): zstd at level 1, a third to a half of LZ4's size on the judge's
-#: entries (ids, codes, bitset words) for about twice its CPU.
+#: entries (ids, codes, bitset words) for two to three times its CPU.
 _MEMO_CODEC = pa.Codec("zstd", 1)
 
 
@@ -510,9 +510,9 @@ def memo_blob(frame: pd.DataFrame) -> memoryview:
         ``read.memo_frame`` reads it back, and also reads the LZ4 streams and the Parquet blobs of stores written
         by earlier versions (an IPC stream names its codec).
 
-    Cost: O(size of the frame), no Python work per row (``_MEMO_CODEC``; a blob is copied about four times as
-    DuckDB inserts and commits it, so its size is memory in the save). A categorical column keeps only the categories its rows use
-    (``_used_categories``): an entry with an id column of the window's categories would otherwise carry every
+    Cost: O(size of the frame), no Python work per row (``_MEMO_CODEC``; DuckDB copies a blob about four times
+    as it inserts it, so its size is memory in the save). A categorical column keeps only the categories its rows
+    use (``_used_categories``): an entry with an id column of the window's categories would otherwise carry every
     id of the window in its dictionary, however few rows it has (the forward, cross and backward attacks'
     empty entries: 1.1M ids each at 1M rows).
     """

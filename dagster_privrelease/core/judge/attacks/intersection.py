@@ -172,9 +172,10 @@ def _fold_release(history: History, runs: dict[str, np.ndarray], words: list[str
     who, css = candidate_sets(history, j)
     bits = pack_bits(css)
     value = codes_in(who[spec.sensitive], spec.sensitive_values)
+    ids = who[spec.id].to_numpy()
     n = len(runs["person"])
     latest = np.flatnonzero(runs["latest"])
-    at = lookup(who[spec.id].to_numpy(), runs[spec.id][latest], "intersection runs by individual")
+    at = lookup(ids, runs[spec.id][latest], "intersection runs by individual")
     row = np.r_[latest, -1][at]  # the individual's latest run, -1 for a first appearance
     same = (row >= 0) & (np.r_[runs["value"].astype(np.int64, copy=False), 0][row] == value)
     fresh = np.flatnonzero(~same)
@@ -188,7 +189,7 @@ def _fold_release(history: History, runs: dict[str, np.ndarray], words: list[str
     place = np.empty_like(order)
     place[order] = np.arange(len(order))
     old, new = place[:n], place[n:]
-    added = {"person": person, spec.id: who[spec.id].to_numpy()[fresh], "first": j, "last": j,
+    added = {"person": person, spec.id: ids[fresh], "first": j, "last": j,
              "value": value[fresh], "latest": True, **{c: bits[fresh, w] for w, c in enumerate(words)}}
     out = {}
     for c, column in runs.items():  # the first release sets the types (the id's: the snapshot's, not object)
